@@ -1,0 +1,3 @@
+"""evaluators: placeholder package; built by later issues."""
+
+__all__: list[str] = []

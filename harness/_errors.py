@@ -1,0 +1,11 @@
+"""The base error of plangate and the errors shared across the harness."""
+
+from __future__ import annotations
+
+
+class PlangateError(Exception):
+    """Base of every error plangate raises on purpose; the CLI turns these into exit code 2."""
+
+
+class ConfigError(PlangateError):
+    """A configuration value (variant file, CLI option) is wrong; the message names it."""

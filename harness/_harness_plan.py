@@ -1,0 +1,62 @@
+"""The harness-owned plan: the harness keeps the list and tells the model the next item.
+
+The model gets no plan tools. The list is the request's task clauses (see `split_tasks`); the
+first is in progress from the start. When the model calls `finish`, the harness records the
+current item as completed and, if items remain, answers with the next one instead of ending the
+turn.
+"""
+
+from __future__ import annotations
+
+from harness._plan import PLAN_HEADER, PlanItem, render_item
+from harness._trigger import split_tasks
+
+
+class HarnessPlan:
+    """A plan the harness owns and advances on `finish`."""
+
+    def __init__(self) -> None:
+        self._items: tuple[PlanItem, ...] = ()
+
+    def items(self) -> tuple[PlanItem, ...]:
+        """The current items."""
+        return self._items
+
+    def start(self, request: str) -> None:
+        """Make the plan for a new request: one item per task clause (the whole request if none)."""
+        texts = split_tasks(request) or [request.strip()]
+        self._items = tuple(
+            PlanItem(id=str(i), text=text, status="in_progress" if i == 1 else "pending")
+            for i, text in enumerate(texts, start=1)
+        )
+
+    def current(self) -> PlanItem | None:
+        """The item in progress, if any."""
+        return next((i for i in self._items if i.status == "in_progress"), None)
+
+    def advance(self) -> PlanItem | None:
+        """Complete the current item and start the next; returns the new current item."""
+        items = list(self._items)
+        for index, item in enumerate(items):
+            if item.status == "in_progress":
+                items[index] = PlanItem(id=item.id, text=item.text, status="completed")
+                break
+        for index, item in enumerate(items):
+            if item.status == "pending":
+                items[index] = PlanItem(id=item.id, text=item.text, status="in_progress")
+                break
+        self._items = tuple(items)
+        return self.current()
+
+    def message(self) -> str:
+        """What the harness tells the model about the plan on every call."""
+        lines = [PLAN_HEADER, *(render_item(item) for item in self._items)]
+        current = self.current()
+        if current is None:
+            lines.append("Next: every item is done; call finish with a summary.")
+        else:
+            lines.append(
+                f'Next: do only "{current.text}" now, then call finish; '
+                "the harness will then give you the next item."
+            )
+        return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""The records that flow between the loop and a model: messages, tool calls, responses."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize `value` as canonical JSON: sorted keys, no spaces, UTF-8 kept as is.
+
+    Two calls with the same arguments in a different key order get the same text, which is
+    what loop detection compares.
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One tool call requested by the model."""
+
+    id: str
+    """The call id the model gave; tool results refer to it."""
+    name: str
+    """The name of the tool to call."""
+    arguments: str
+    """The arguments exactly as the model wrote them: a JSON object text, possibly malformed."""
+
+    @classmethod
+    def of(cls, name: str, call_id: str | None = None, /, **arguments: Any) -> ToolCall:
+        """Build a call from Python arguments (for scripts and simulated models)."""
+        return cls(id=call_id or f"call_{name}", name=name, arguments=canonical_json(arguments))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemMessage:
+    """Instructions from the harness: the system prompt, or the pinned plan message."""
+
+    content: str
+    """The text of the message."""
+    role: Literal["system"] = "system"
+    """Discriminator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    """A message in the user's voice: a request, or a prompt the harness adds (nudges, warnings)."""
+
+    content: str
+    """The text of the message."""
+    role: Literal["user"] = "user"
+    """Discriminator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    """What the model said: text, tool calls, or both (or neither, for an empty reply)."""
+
+    content: str = ""
+    """The text the model wrote; empty when it only called tools."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls the model made, in order."""
+    role: Literal["assistant"] = "assistant"
+    """Discriminator."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolMessage:
+    """The result of one tool call, as the model will see it."""
+
+    tool_call_id: str
+    """The id of the call this answers."""
+    name: str
+    """The tool's name."""
+    content: str
+    """The result text: the tool's output, or an error that says what to do next."""
+    is_error: bool = False
+    """True when the call failed (bad arguments, unknown tool, tool exception, gate bounce)."""
+    role: Literal["tool"] = "tool"
+    """Discriminator."""
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""Any message of a conversation."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts of one model call."""
+
+    prompt_tokens: int = 0
+    """Tokens the model read."""
+    completion_tokens: int = 0
+    """Tokens the model wrote."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponse:
+    """One model call's answer."""
+
+    message: AssistantMessage
+    """What the model said."""
+    usage: Usage = field(default_factory=Usage)
+    """Token counts, when the model reports them."""
+    model_name: str = ""
+    """The model that answered, as it names itself."""
+    finish_reason: str | None = None
+    """The provider's finish reason (`stop`, `tool_calls`, `length`), when known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDefinition:
+    """What a model is told about a tool."""
+
+    name: str
+    """The tool's name."""
+    description: str
+    """What the tool does, from its docstring."""
+    parameters: dict[str, Any]
+    """JSON schema of the arguments object."""

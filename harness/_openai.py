@@ -1,0 +1,362 @@
+"""A `Model` for any OpenAI-compatible chat-completions endpoint, with its own retries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, omit
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+)
+
+from harness._errors import ConfigError
+from harness._messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from harness._model import ModelError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""The endpoint used when neither base-URL variable is set."""
+BASE_URL_VARIABLES = ("PLANGATE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+"""Environment variables that may hold the base URL, the first set one wins."""
+API_KEY_VARIABLES = ("PLANGATE_OPENAI_API_KEY", "OPENAI_API_KEY")
+"""Environment variables that may hold the API key, the first set one wins."""
+
+_HINTS = {
+    401: "check the API key",
+    403: "check that the API key may use this model",
+    404: "check the base URL and the model name",
+}
+_SNIPPET = 200
+"""How many characters of a bad body or an error detail a message quotes."""
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class OpenAIModel:
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint.
+
+    Retries HTTP 429, 5xx, connection errors and timeouts with exponential backoff and jitter,
+    honouring `Retry-After`; any other failure, or a reply it cannot read, raises `ModelError`.
+    The `openai` client's own retries are off. Close the model with `aclose()` (or use it as an
+    async context manager) to release its connections.
+    """
+
+    model: str
+    """The model to ask for (`gpt-4o-mini`); also the model's `name`."""
+    api_key: str = field(repr=False)
+    """The endpoint's API key; never shown in a repr or an error message."""
+    base_url: str = DEFAULT_BASE_URL
+    """The API base URL, up to and including `/v1`."""
+    timeout: float = 60.0
+    """Seconds one attempt may take before it counts as timed out."""
+    max_retries: int = 4
+    """Retries after the first attempt; 0 means a single attempt."""
+    backoff_base: float = 0.5
+    """Upper bound of the first retry's delay, in seconds; it doubles with each retry."""
+    backoff_max: float = 8.0
+    """Longest delay between attempts, in seconds, `Retry-After` included."""
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    """Draws the jitter; seeded, so a run's delays can be replayed."""
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """Waits between attempts; tests pass one that records the delay instead."""
+    name: str = field(init=False)
+    """The model's name for traces: `model`."""
+    _client: AsyncOpenAI = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_options(self)
+        self.name = self.model
+        self._client = AsyncOpenAI(
+            api_key=self.api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+        )
+
+    @classmethod
+    def from_env(cls, model: str) -> OpenAIModel:
+        """Build a model from the environment.
+
+        The base URL comes from `PLANGATE_OPENAI_BASE_URL` or `OPENAI_BASE_URL` (default
+        `https://api.openai.com/v1`), the key from `PLANGATE_OPENAI_API_KEY` or `OPENAI_API_KEY`.
+
+        Args:
+            model: The model to ask for.
+
+        Raises:
+            ConfigError: Neither API-key variable is set.
+        """
+        base_url = _first_set(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
+        api_key = _first_set(API_KEY_VARIABLES)
+        if api_key is None:
+            raise ConfigError(
+                f"no API key for model {model!r} at {base_url}: set {API_KEY_VARIABLES[0]} "
+                f"(or {API_KEY_VARIABLES[1]}) to the endpoint's key"
+            )
+        return cls(model=model, api_key=api_key, base_url=base_url)
+
+    async def request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    ) -> ModelResponse:
+        """Send the conversation and the tools, and return the model's answer.
+
+        Raises:
+            ModelError: The endpoint failed after all retries, refused the request, or sent a
+                reply that is not a chat completion.
+        """
+        text, attempts = await self._post(
+            [_wire_message(message) for message in messages], [_wire_tool(tool) for tool in tools]
+        )
+        try:
+            return _read_completion(text, self.model)
+        except _BadReply as bad:
+            raise self._error(f"sent a malformed reply: {bad}", attempts) from None
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def __aenter__(self) -> OpenAIModel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _post(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        tools: list[ChatCompletionFunctionToolParam],
+    ) -> tuple[str, int]:
+        """Post until an attempt succeeds; return the body text and the number of attempts."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._client.chat.completions.with_raw_response.create(
+                    model=self.model, messages=messages, tools=tools or omit
+                )
+                return response.text, attempt
+            except (APIStatusError, APIConnectionError) as err:
+                failure = _failure(err, self.timeout)
+                if not failure.retryable or attempt > self.max_retries:
+                    raise self._error(failure.what, attempt) from err
+                await self.sleep(self._delay(attempt, failure.retry_after))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max)
+        ceiling = min(self.backoff_max, self.backoff_base * 2.0 ** (attempt - 1))
+        return ceiling * (0.5 + 0.5 * self.rng.random())
+
+    def _error(self, what: str, attempts: int) -> ModelError:
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        message = f"model {self.model!r} at {self.base_url}: {what} (after {tries})"
+        return ModelError(_redact(message, self.api_key))
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    what: str
+    """What went wrong, for the error message."""
+    retryable: bool
+    """Whether another attempt may succeed."""
+    retry_after: float | None = None
+    """The server's `Retry-After`, in seconds."""
+
+
+class _BadReply(Exception):
+    """A 2xx reply that is not a readable chat completion; the message says what is wrong."""
+
+
+def _check_options(model: OpenAIModel) -> None:
+    if not model.model:
+        raise ConfigError("OpenAIModel: `model` is empty; name the model to ask for")
+    if model.timeout <= 0 or model.max_retries < 0:
+        raise ConfigError(
+            f"OpenAIModel: timeout={model.timeout!r} must be > 0 and "
+            f"max_retries={model.max_retries!r} must be >= 0"
+        )
+    if model.backoff_base < 0 or model.backoff_max < 0:
+        raise ConfigError(
+            f"OpenAIModel: backoff_base={model.backoff_base!r} and "
+            f"backoff_max={model.backoff_max!r} must be >= 0"
+        )
+
+
+def _first_set(variables: Sequence[str]) -> str | None:
+    for variable in variables:
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _redact(text: str, secret: str) -> str:
+    # Short values would match ordinary words; real keys are long.
+    return text.replace(secret, "[redacted]") if len(secret) >= 8 else text
+
+
+def _snippet(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
+
+
+def _failure(err: APIStatusError | APIConnectionError, timeout: float) -> _Failure:
+    if isinstance(err, APITimeoutError):
+        return _Failure(f"timed out after {timeout:g} s", retryable=True)
+    if isinstance(err, APIConnectionError):
+        cause = type(err.__cause__).__name__ if err.__cause__ else "unknown cause"
+        return _Failure(f"connection failed ({cause})", retryable=True)
+    status = err.status_code
+    detail = f"HTTP {status}: {_error_detail(err)}"
+    if status in _HINTS:
+        detail += f"; {_HINTS[status]}"
+    if status == 429 or status >= 500:
+        return _Failure(detail, retryable=True, retry_after=_retry_after(err.response.headers))
+    return _Failure(detail, retryable=False)
+
+
+def _error_detail(err: APIStatusError) -> str:
+    body = err.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return _snippet(body["message"])
+    return _snippet(body) if body else "empty body"
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """The `Retry-After` header in seconds, or None when absent or not a number of seconds."""
+    try:
+        seconds = float(headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _wire_message(message: Message) -> ChatCompletionMessageParam:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content}
+    # The API rejects an empty `tool_calls` list, and wants null content beside calls.
+    return {
+        "role": "assistant",
+        "content": message.content or None,
+        "tool_calls": [_wire_call(call) for call in message.tool_calls],
+    }
+
+
+def _wire_call(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _wire_tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def _read_completion(text: str, model: str) -> ModelResponse:
+    """Read a chat-completion body; raise `_BadReply` saying what is wrong with it."""
+    body = _read_object(text)
+    choice = _first_choice(body, text)
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _BadReply(f"choice 0 has no message: {_snippet(choice)}")
+    content, calls = message.get("content"), message.get("tool_calls")
+    if calls is None:
+        calls = []
+    elif not isinstance(calls, list):
+        raise _BadReply(f"choice 0 has tool_calls that are not a list: {_snippet(calls)}")
+    reported_model, finish_reason = body.get("model"), choice.get("finish_reason")
+    return ModelResponse(
+        message=AssistantMessage(
+            content=content if isinstance(content, str) else "",
+            tool_calls=tuple(_read_call(call, index) for index, call in enumerate(calls)),
+        ),
+        usage=_read_usage(body.get("usage")),
+        model_name=reported_model if isinstance(reported_model, str) else model,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+    )
+
+
+def _read_object(text: str) -> dict[str, Any]:
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        raise _BadReply(f"the body is not JSON: {_snippet(text)!r}") from None
+    if not isinstance(body, dict):
+        raise _BadReply(f"the body is not a JSON object: {_snippet(text)!r}")
+    return body
+
+
+def _first_choice(body: dict[str, Any], text: str) -> dict[str, Any]:
+    choices = body.get("choices")
+    if not isinstance(choices, list):
+        raise _BadReply(f"the body has no 'choices' list: {_snippet(text)!r}")
+    if not choices:
+        raise _BadReply("'choices' is empty")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _BadReply(f"choice 0 is not an object: {_snippet(choice)}")
+    return choice
+
+
+def _read_call(call: Any, index: int) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(function, dict) or not isinstance(name, str) or not name:
+        raise _BadReply(f"tool call {index} has no function name: {_snippet(call)}")
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        # Some compatible servers send an object; an absent value means no arguments.
+        arguments = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+    call_id = call.get("id")
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) and call_id else f"call_{index}_{name}",
+        name=name,
+        arguments=arguments,
+    )
+
+
+def _read_usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Usage(
+        prompt_tokens=prompt if isinstance(prompt, int) else 0,
+        completion_tokens=completion if isinstance(completion, int) else 0,
+    )

@@ -1,0 +1,157 @@
+"""The todo-list plan dialect: `todo_write`, `todo_update`, `todo_read`.
+
+Statuses are pending / in_progress / completed / blocked (a two-status variant keeps only
+pending / completed). At most one item is in progress; blocking needs a reason. Every rule
+violation is a `ToolRetry` whose message says how to fix the call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, NotRequired, TypedDict
+
+from harness._plan import PlanItem, PlanStatus, render_plan
+from harness._tools import Tool, ToolRetry, tool
+
+StatusSet = Literal["two", "four"]
+"""`two`: pending / completed; `four`: pending / in_progress / completed / blocked."""
+
+ALLOWED: dict[str, tuple[PlanStatus, ...]] = {
+    "two": ("pending", "completed"),
+    "four": ("pending", "in_progress", "completed", "blocked"),
+}
+
+
+class TodoInput(TypedDict):
+    """One item as the model writes it."""
+
+    content: str
+    status: NotRequired[Literal["pending", "in_progress", "completed", "blocked"]]
+    reason: NotRequired[str]
+
+
+class TodoList:
+    """The mutable todo list of a session."""
+
+    def __init__(self, statuses: StatusSet = "four") -> None:
+        self.statuses: StatusSet = statuses
+        self._items: tuple[PlanItem, ...] = ()
+
+    def items(self) -> tuple[PlanItem, ...]:
+        """The current items."""
+        return self._items
+
+    def write(self, todos: list[TodoInput]) -> None:
+        """Replace the whole list."""
+        if not todos:
+            raise ToolRetry("todo_write needs at least one item; give the list of tasks to do.")
+        items = tuple(
+            self._checked(str(i), t["content"], t.get("status", "pending"), t.get("reason"))
+            for i, t in enumerate(todos, start=1)
+        )
+        self._check_single_active(items)
+        self._items = items
+
+    def update(self, item_id: int, status: str, reason: str | None = None) -> PlanItem:
+        """Change one item's status; returns the updated item."""
+        index = item_id - 1
+        if not 0 <= index < len(self._items):
+            if not self._items:
+                raise ToolRetry("There is no todo list yet: call todo_write with the items first.")
+            raise ToolRetry(
+                f"There is no item {item_id}; item ids are 1 to {len(self._items)}. "
+                "Call todo_read to see the list."
+            )
+        current = self._items[index]
+        item = self._checked(current.id, current.text, status, reason)
+        items = self._items[:index] + (item,) + self._items[index + 1 :]
+        self._check_single_active(items)
+        self._items = items
+        return item
+
+    def _checked(self, item_id: str, content: str, status: str, reason: str | None) -> PlanItem:
+        allowed = ALLOWED[self.statuses]
+        if status not in allowed:
+            raise ToolRetry(
+                f"Status {status!r} is not allowed here; use one of: {', '.join(allowed)}."
+            )
+        if not content.strip():
+            raise ToolRetry(f"Item {item_id} has empty content; say what the task is.")
+        if status == "blocked" and not (reason and reason.strip()):
+            raise ToolRetry(
+                f"Blocking item {item_id} needs a reason: say what is missing or who must act."
+            )
+        kept_reason = reason.strip() if status == "blocked" and reason else None
+        return PlanItem(id=item_id, text=content.strip(), status=status, reason=kept_reason)
+
+    @staticmethod
+    def _check_single_active(items: tuple[PlanItem, ...]) -> None:
+        active = [i for i in items if i.status == "in_progress"]
+        if len(active) > 1:
+            listed = ", ".join(f'{i.id} "{i.text}"' for i in active)
+            raise ToolRetry(
+                f"Only one item may be in progress at a time, but these would be: {listed}. "
+                "Finish or block the current item before starting the next."
+            )
+
+
+def todo_tools(plan: TodoList, *, show_plan: bool) -> list[Tool]:
+    """The todo tools over `plan`; with `show_plan`, results carry the rendered list."""
+
+    def reply(message: str) -> str:
+        if show_plan:
+            return f"{message}\n{render_plan(plan.items(), statuses=plan.statuses)}"
+        return message
+
+    @tool
+    def todo_write(todos: list[TodoInput]) -> str:
+        """Write the plan: replace the whole todo list with these items, in order.
+
+        Args:
+            todos: The items; each has `content`, and optionally `status` (default pending)
+                and `reason` (required when blocked).
+        """
+        plan.write(todos)
+        return reply(f"Todo list saved with {len(plan.items())} items.")
+
+    @tool
+    def todo_update(item_id: int, status: str, reason: str | None = None) -> str:
+        """Change the status of one todo item.
+
+        Args:
+            item_id: The item's number, from 1.
+            status: The new status.
+            reason: Why the item is blocked (required for blocked).
+        """
+        item = plan.update(item_id, status, reason)
+        return reply(f"Item {item.id} is now {item.status}.")
+
+    @tool
+    def todo_read() -> str:
+        """Show the todo list with every item's status."""
+        return render_plan(plan.items(), statuses=plan.statuses)
+
+    write = dataclasses.replace(
+        todo_write, parameters=_restrict_items(todo_write.parameters, plan.statuses)
+    )
+    return [write, _restrict_status(todo_update, ALLOWED[plan.statuses]), todo_read]
+
+
+def _restrict_items(schema: dict[str, Any], statuses: StatusSet) -> dict[str, Any]:
+    items = schema["properties"]["todos"]["items"]
+    props = dict(items["properties"])
+    props["status"] = {"enum": list(ALLOWED[statuses])}
+    if statuses == "two":
+        props.pop("reason", None)
+    new_items = {**items, "properties": props}
+    todos = {**schema["properties"]["todos"], "items": new_items}
+    return {**schema, "properties": {**schema["properties"], "todos": todos}}
+
+
+def _restrict_status(update: Tool, allowed: tuple[str, ...]) -> Tool:
+    props = dict(update.parameters["properties"])
+    props["status"] = {**props["status"], "enum": list(allowed)}
+    props["status"].pop("type", None)
+    if "blocked" not in allowed:
+        props.pop("reason")
+    return dataclasses.replace(update, parameters={**update.parameters, "properties": props})

@@ -1,0 +1,335 @@
+"""Tools: a decorator that turns a typed function into a tool, argument validation, execution.
+
+A tool's JSON schema comes from its type hints and its Google-style docstring. Every failure a
+model can fix (unknown tool, malformed or invalid arguments, a `ToolRetry` raised by the tool,
+any other exception in the tool) comes back as an error result that says what to do next; the
+run goes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, overload
+
+from harness._messages import ToolCall, ToolDefinition, canonical_json
+
+ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+class ToolRetry(Exception):
+    """Raised by a tool when the model can fix the call; the message becomes the tool result."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool the model can call: its definition and the function that runs it."""
+
+    name: str
+    """The name the model calls."""
+    description: str
+    """What it does, for the model."""
+    parameters: dict[str, Any]
+    """JSON schema of the arguments object."""
+    function: ToolFunction
+    """The implementation; sync or async; called with keyword arguments."""
+    is_async: bool
+    """Whether `function` must be awaited."""
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """What the model is told about this tool."""
+        return ToolDefinition(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """The outcome of running one tool call."""
+
+    call: ToolCall
+    """The call that was run."""
+    content: str
+    """What the model sees."""
+    status: Literal["ok", "error"]
+    """`error` for anything the model should fix."""
+    arguments: Mapping[str, Any] | None
+    """The parsed arguments, or None when they were not valid JSON."""
+    value: Any = None
+    """The tool's return value before it was turned into text (None on error)."""
+
+
+@overload
+def tool(function: ToolFunction, /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[ToolFunction], Tool]: ...
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Make a `Tool` from a typed function; usable bare (`@tool`) or with options.
+
+    The schema is built from the parameters' type hints (str, int, float, bool, `Literal`,
+    `list[...]`, `dict[str, ...]`, `TypedDict`, `X | None`) and their descriptions from the
+    docstring's `Args:` section. Parameters without a default are required.
+    """
+
+    def build(fn: ToolFunction) -> Tool:
+        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
+        return Tool(
+            name=name or fn.__name__,
+            description=description or summary,
+            parameters=function_schema(fn, arg_docs),
+            function=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+        )
+
+    return build(function) if function is not None else build
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Returns|Raises|Yields|Examples?|Notes?):\s*$")
+_ARG = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google docstring into its description and the `Args:` descriptions."""
+    lines = doc.splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        heading = _SECTION.match(line)
+        if heading:
+            section, current = heading.group(1), None
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments"):
+            match = _ARG.match(line)
+            if match:
+                current = match.group(1)
+                args[current] = match.group(2).strip()
+            elif current and line.strip():
+                args[current] = f"{args[current]} {line.strip()}".strip()
+    return "\n".join(summary).strip(), args
+
+
+def function_schema(fn: ToolFunction, arg_docs: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON schema of `fn`'s keyword arguments."""
+    hints = typing.get_type_hints(fn, include_extras=False)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__!r}: *args and **kwargs are not supported")
+        if param.name not in hints:
+            raise TypeError(f"tool {fn.__name__!r}: parameter {param.name!r} needs a type hint")
+        prop = type_schema(hints[param.name])
+        if param.name in arg_docs:
+            prop["description"] = arg_docs[param.name]
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+        elif param.default is not None:
+            prop["default"] = param.default
+        properties[param.name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def type_schema(hint: Any) -> dict[str, Any]:
+    """The JSON schema of one type hint."""
+    if hint in _SCALARS:
+        return {"type": _SCALARS[hint]}
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        inner = (
+            type_schema(options[0])
+            if len(options) == 1
+            else {"anyOf": [type_schema(a) for a in options]}
+        )
+        return {"anyOf": [inner, {"type": "null"}]} if type(None) in args else inner
+    if origin in (list, Sequence, tuple) or hint is list:
+        return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
+    if origin is dict or hint is dict:
+        return (
+            {"type": "object", "additionalProperties": type_schema(args[1])}
+            if args
+            else {"type": "object"}
+        )
+    if typing.is_typeddict(hint):
+        return _typeddict_schema(hint)
+    if hint is Any:
+        return {}
+    raise TypeError(f"unsupported type hint for a tool parameter: {hint!r}")
+
+
+def _typeddict_schema(hint: Any) -> dict[str, Any]:
+    # Read Required / NotRequired from the hints themselves: under postponed annotations,
+    # Python 3.11's `__required_keys__` does not see them.
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for key, value in typing.get_type_hints(hint, include_extras=True).items():
+        origin = typing.get_origin(value)
+        if origin in (typing.NotRequired, typing.Required):
+            inner = typing.get_args(value)[0]
+            is_required = origin is typing.Required
+        else:
+            inner, is_required = value, bool(hint.__total__)
+        properties[key] = type_schema(inner)
+        if is_required:
+            required.append(key)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+def validate(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
+    """Check `value` against the subset of JSON schema that `function_schema` produces.
+
+    Returns one readable problem per mistake, each naming the argument path (empty if valid).
+    """
+    where = path or "arguments"
+    if "anyOf" in schema:
+        if any(not validate(option, value, path) for option in schema["anyOf"]):
+            return []
+        return [f"{where}: {json.dumps(value)} does not match any allowed form"]
+    if "enum" in schema:
+        if any(value == v and type(value) is type(v) for v in schema["enum"]):
+            return []
+        allowed = ", ".join(json.dumps(v) for v in schema["enum"])
+        return [f"{where} must be one of {allowed} (got {json.dumps(value)})"]
+    expected = schema.get("type")
+    if expected is not None and not _is_type(value, expected):
+        return [f"{where} must be {_article(expected)} (got {json.dumps(value)})"]
+    if expected == "array" and "items" in schema:
+        return [
+            e
+            for i, item in enumerate(value)
+            for e in validate(schema["items"], item, f"{where}[{i}]")
+        ]
+    if expected == "object":
+        return _validate_object(schema, value, path)
+    return []
+
+
+def _validate_object(schema: Mapping[str, Any], value: dict[str, Any], path: str) -> list[str]:
+    problems: list[str] = []
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    prefix = f"{path}." if path else ""
+    for key in schema.get("required", ()):
+        if key not in value:
+            problems.append(f"missing required argument {prefix}{key!s}")
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        if key in properties:
+            problems.extend(validate(properties[key], item, f"{prefix}{key}"))
+        elif extra is False:
+            known = ", ".join(properties) or "none"
+            problems.append(f"unknown argument {prefix}{key} (allowed: {known})")
+        elif isinstance(extra, Mapping):
+            problems.extend(validate(extra, item, f"{prefix}{key}"))
+    return problems
+
+
+def _is_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool) and expected in ("integer", "number"):
+        return False
+    return isinstance(value, _JSON_TYPES.get(expected, (object,)))
+
+
+def _article(json_type: str) -> str:
+    return f"an {json_type}" if json_type[0] in "aeiou" else f"a {json_type}"
+
+
+def render_result(value: Any) -> str:
+    """Turn a tool's return value into the text the model sees."""
+    if isinstance(value, str):
+        return value
+    return canonical_json(value)
+
+
+async def run_tool(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
+    """Run one call; every mistake the model can fix becomes an error result, never a raise."""
+    found = tools.get(call.name)
+    if found is None:
+        names = ", ".join(sorted(tools)) or "none"
+        return _error(
+            call, None, f"Unknown tool {call.name!r}. Available tools: {names}. Call one of them."
+        )
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return _error(
+            call,
+            None,
+            f"The arguments of {call.name!r} are not valid JSON ({exc.msg} at "
+            f"position {exc.pos}). Send a JSON object that matches the tool's schema.",
+        )
+    if not isinstance(arguments, dict):
+        return _error(call, None, f"The arguments of {call.name!r} must be a JSON object.")
+    problems = validate(found.parameters, arguments)
+    if problems:
+        listed = "; ".join(problems)
+        return _error(
+            call,
+            arguments,
+            f"Invalid arguments for {call.name!r}: {listed}. "
+            "Fix the arguments and call the tool again.",
+        )
+    try:
+        value = found.function(**arguments)
+        if found.is_async:
+            value = await value
+    except ToolRetry as exc:
+        return _error(call, arguments, str(exc))
+    except Exception as exc:  # a tool bug must not end the run: the model can try another way
+        return _error(
+            call,
+            arguments,
+            f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}. "
+            "Try different arguments or another approach.",
+        )
+    return ToolResult(
+        call=call, content=render_result(value), status="ok", arguments=arguments, value=value
+    )
+
+
+def _error(call: ToolCall, arguments: Mapping[str, Any] | None, message: str) -> ToolResult:
+    return ToolResult(call=call, content=message, status="error", arguments=arguments)

@@ -1,0 +1,3 @@
+"""replay: placeholder package; built by later issues."""
+
+__all__: list[str] = []
