@@ -60,7 +60,9 @@ def telemetry(
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         if not endpoint:
-            raise ConfigError("the otlp exporter needs an endpoint, e.g. http://127.0.0.1:6006/v1/traces")
+            raise ConfigError(
+                "the otlp exporter needs an endpoint, e.g. http://127.0.0.1:6006/v1/traces"
+            )
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         return Telemetry(provider=provider)
     raise ConfigError(f"unknown exporter {exporter!r}; choose one of: memory, otlp, none")

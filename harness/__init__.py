@@ -1,7 +1,18 @@
 """The reference planning agent: models, tools, plans, the loop, guards, variants, tracing."""
 
-from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain
+from harness._agent import (
+    Agent,
+    Event,
+    EventKind,
+    Session,
+    StopReason,
+    ToolCallRecord,
+    TurnResult,
+)
+from harness._context import build_context, system_prompt, written_tool_call
+from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain, register_domain
 from harness._errors import ConfigError, PlangateError
+from harness._harness_plan import HarnessPlan
 from harness._loops import CallRun, call_key, identical_runs, trailing_run
 from harness._messages import (
     AssistantMessage,
@@ -16,39 +27,106 @@ from harness._messages import (
     canonical_json,
 )
 from harness._model import Model, ModelError
-from harness._scripted import FunctionModel, ScriptedModel, UnexpectedModelCall
-from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
+from harness._openai import OpenAIModel
+from harness._plan import (
+    PLAN_HEADER,
+    PlanItem,
+    PlanState,
+    PlanStatus,
+    incomplete,
+    is_open,
+    render_plan,
+    snapshot,
+    status_line,
+)
+from harness._scripted import FunctionModel, ScriptedModel, SeenRequest, UnexpectedModelCall
+from harness._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
+from harness._spec import model_from_spec
+from harness._todo import TodoList, todo_tools
+from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool, validate
+from harness._tracing import SessionTracing
+from harness._trigger import needs_plan, split_tasks
+from harness._variant import (
+    GuardSettings,
+    PlanSettings,
+    TurnSettings,
+    Variant,
+    builtin_variants,
+    load_variant,
+    parse_variant,
+)
 
 __all__ = [
+    "BEHAVIOURS",
+    "PLAN_HEADER",
+    "Agent",
     "AssistantMessage",
+    "Behaviour",
     "CallRun",
     "CallSpec",
     "ConfigError",
     "Domain",
+    "Event",
+    "EventKind",
     "FunctionModel",
+    "GuardSettings",
+    "HarnessPlan",
     "Message",
     "Model",
     "ModelError",
     "ModelResponse",
+    "OpenAIModel",
+    "PlanItem",
+    "PlanSettings",
+    "PlanState",
+    "PlanStatus",
     "PlangateError",
     "ScriptedModel",
+    "SeenRequest",
+    "Session",
+    "SessionTracing",
+    "SimulatedModel",
+    "StopReason",
     "SystemMessage",
     "TaskSpec",
+    "TodoList",
     "Tool",
     "ToolCall",
+    "ToolCallRecord",
     "ToolDefinition",
     "ToolMessage",
     "ToolResult",
     "ToolRetry",
+    "TurnResult",
+    "TurnSettings",
     "UnexpectedModelCall",
     "Usage",
     "UserMessage",
+    "Variant",
+    "build_context",
+    "builtin_variants",
     "call_key",
     "canonical_json",
     "domain_names",
     "get_domain",
     "identical_runs",
+    "incomplete",
+    "is_open",
+    "load_variant",
+    "model_from_spec",
+    "needs_plan",
+    "parse_variant",
+    "read_context",
+    "register_domain",
+    "render_plan",
     "run_tool",
+    "snapshot",
+    "split_tasks",
+    "status_line",
+    "system_prompt",
+    "todo_tools",
     "tool",
     "trailing_run",
+    "validate",
+    "written_tool_call",
 ]

@@ -159,7 +159,10 @@ class OpenAIModel:
             except (APIStatusError, APIConnectionError) as err:
                 failure = _failure(err, self.timeout)
                 if not failure.retryable or attempt > self.max_retries:
-                    raise self._error(failure.what, attempt) from err
+                    # A status error's text quotes the server's body, which may echo the key:
+                    # the message already holds what it says, so it is not chained.
+                    cause = None if isinstance(err, APIStatusError) else err
+                    raise self._error(failure.what, attempt) from cause
                 await self.sleep(self._delay(attempt, failure.retry_after))
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -192,6 +195,10 @@ class _BadReply(Exception):
 def _check_options(model: OpenAIModel) -> None:
     if not model.model:
         raise ConfigError("OpenAIModel: `model` is empty; name the model to ask for")
+    if not model.api_key:
+        raise ConfigError(
+            "OpenAIModel: `api_key` is empty; for an endpoint that needs no key, pass any text"
+        )
     if model.timeout <= 0 or model.max_retries < 0:
         raise ConfigError(
             f"OpenAIModel: timeout={model.timeout!r} must be > 0 and "

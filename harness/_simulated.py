@@ -88,6 +88,8 @@ class Reading:
     """A finish was refused and the refusal is visible."""
     wrote_plan: bool
     """A todo_write call is visible."""
+    statuses: frozenset[str] = frozenset()
+    """The statuses `todo_update` accepts, from its schema (empty without plan tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +126,22 @@ def read_context(
             isinstance(m, ToolMessage) and m.content.startswith("Cannot finish") for m in since
         ),
         wrote_plan=any(c.name == "todo_write" for c in calls),
+        statuses=_statuses(tools),
     )
 
 
-def diligent_action(reading: Reading, statuses_four: bool = True) -> Action:
+def _statuses(tools: Sequence[ToolDefinition]) -> frozenset[str]:
+    for definition in tools:
+        if definition.name == "todo_update":
+            status = definition.parameters.get("properties", {}).get("status", {})
+            return frozenset(status.get("enum", ()))
+    return frozenset()
+
+
+def diligent_action(reading: Reading) -> Action:
     """What a diligent agent does next, given what it can see."""
     if reading.plan is not None and (reading.tools & PLAN_TOOLS or "finish" in reading.tools):
-        return _plan_step(reading, statuses_four)
+        return _plan_step(reading)
     if "todo_write" in reading.tools and len(reading.requested) >= 2 and not reading.wrote_plan:
         todos = [{"content": task.title} for task in reading.requested]
         return CallSpec(name="todo_write", arguments={"todos": todos})
@@ -141,7 +152,7 @@ def diligent_action(reading: Reading, statuses_four: bool = True) -> Action:
     return _conclude(reading)
 
 
-def _plan_step(reading: Reading, four: bool) -> Action:
+def _plan_step(reading: Reading) -> Action:
     plan = reading.plan or ()
     has_todo = "todo_update" in reading.tools
     active = next((i for i in plan if i.status == "in_progress"), None)
@@ -150,28 +161,26 @@ def _plan_step(reading: Reading, four: bool) -> Action:
     pending = next((i for i in plan if i.status == "pending"), None)
     if pending is None or not has_todo:
         return _conclude(reading)
-    task = pending.task
-    if four and task is not None and task.blocked_reason:
-        return _update(pending.id, "blocked", task.blocked_reason)
-    if four:
+    if "in_progress" in reading.statuses:
         return _update(pending.id, "in_progress")
     return _work_on(pending, reading, has_todo)
 
 
 def _work_on(item: SeenItem, reading: Reading, has_todo: bool) -> Action:
     task = item.task
-    if task is not None and task.blocked_reason and has_todo:
-        return _update(item.id, "blocked", task.blocked_reason)
-    call = _next_call(task, reading) if task is not None else None
+    call = _next_call(task, reading)
     if call is not None:
         return call
     if not has_todo:
         return _conclude(reading)
+    if task is not None and task.blocked_reason and "blocked" in reading.statuses:
+        return _update(item.id, "blocked", task.blocked_reason)
     return _update(item.id, "completed")
 
 
 def _next_call(task: TaskSpec | None, reading: Reading) -> CallSpec | None:
-    if task is None or task.blocked_reason:
+    """The task's next call not yet made (a blocked task's calls too: say, an escalation)."""
+    if task is None:
         return None
     return next((c for c in task.calls if c.key not in reading.done), None)
 
@@ -246,8 +255,7 @@ class SimulatedModel:
         self.calls += 1
         view = self._view(messages)
         reading = read_context(view, self.tasks, tools)
-        four = any(t.name == "todo_update" and "in_progress" in str(t.parameters) for t in tools)
-        action = self._behave(diligent_action(reading, four), reading)
+        action = self._behave(diligent_action(reading), reading)
         return self._respond(action, view)
 
     def _view(self, messages: Sequence[Message]) -> Sequence[Message]:

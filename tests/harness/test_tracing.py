@@ -1,0 +1,220 @@
+"""Spans of the reference agent: the tree, OpenInference attributes, events, robustness."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from harness import ScriptedModel
+from tests.helpers import agent, call
+
+TWO_TASKS = "Add 1 and 2, then add 3 and 4"
+
+
+def script() -> list[object]:
+    return [
+        call("todo_write", "w", todos=[{"content": "Add 1 and 2"}, {"content": "Add 3 and 4"}]),
+        call("todo_update", "u1", item_id=1, status="in_progress"),
+        call("add", "a1", a=1, b=2),
+        call("todo_update", "u2", item_id=1, status="completed"),
+        call("finish", "f0", summary="early"),
+        call("todo_update", "u3", item_id=2, status="in_progress"),
+        call("add", "a2", a=3, b=4),
+        call("todo_update", "u4", item_id=2, status="completed"),
+        call("finish", "f", summary="3 and 7"),
+    ]
+
+
+def provider_with_memory() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+async def traced_turn() -> tuple[Sequence[ReadableSpan], Any]:
+    provider, exporter = provider_with_memory()
+    model = ScriptedModel(script())
+    session = agent(model, tracer_provider=provider).session(
+        "sess-1", user_id="ana", metadata={"domain": "math"}
+    )
+    result = await session.run_turn(TWO_TASKS)
+    model.assert_complete()
+    return exporter.get_finished_spans(), result
+
+
+def tree(spans: Sequence[ReadableSpan]) -> list[str]:
+    """The span tree with ids and times normalized away: `depth kind name`."""
+    by_id = {s.context.span_id: s for s in spans}
+    children: dict[int | None, list[ReadableSpan]] = {}
+    for span in spans:
+        parent = span.parent.span_id if span.parent is not None else None
+        children.setdefault(parent if parent in by_id else None, []).append(span)
+    lines: list[str] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: s.start_time or 0):
+            kind = (span.attributes or {}).get("openinference.span.kind")
+            lines.append(f"{'  ' * depth}{kind} {span.name}")
+            walk(span.context.span_id, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+async def test_span_tree_has_one_agent_span_with_llm_and_tool_children() -> None:
+    spans, _ = await traced_turn()
+    names = [
+        "todo_write", "todo_update", "add", "todo_update", "finish",
+        "todo_update", "add", "todo_update", "finish",
+    ]  # fmt: skip
+    expected = ["AGENT agent.turn"]
+    for name in names:
+        expected += ["  LLM llm.call", f"  TOOL tool.{name}"]
+    assert tree(spans) == expected
+    assert len({s.context.trace_id for s in spans}) == 1
+
+
+async def test_every_span_carries_session_user_and_variant() -> None:
+    spans, _ = await traced_turn()
+    for span in spans:
+        attributes = span.attributes or {}
+        assert attributes["session.id"] == "sess-1"
+        assert attributes["user.id"] == "ana"
+        assert json.loads(str(attributes["metadata"])) == {"variant": "alyx", "domain": "math"}
+
+
+async def test_llm_spans_carry_messages_tools_and_tokens() -> None:
+    spans, _ = await traced_turn()
+    llm = [s for s in spans if s.name == "llm.call"]
+    third = llm[2].attributes or {}
+    assert third["llm.model_name"] == "scripted"
+    assert third["plangate.iteration"] == 3
+    assert third["llm.input_messages.0.message.role"] == "system"
+    assert str(third["llm.input_messages.1.message.content"]).startswith("# Plan")
+    assert third["llm.input_messages.2.message.content"] == TWO_TASKS
+    assert (
+        third["llm.input_messages.3.message.tool_calls.0.tool_call.function.name"] == "todo_write"
+    )
+    assert third["llm.input_messages.4.message.role"] == "tool"
+    assert third["llm.input_messages.4.message.tool_call_id"] == "w"
+    assert third["llm.output_messages.0.message.tool_calls.0.tool_call.function.name"] == "add"
+    assert json.loads(
+        str(third["llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments"])
+    ) == {"a": 1, "b": 2}
+    assert (
+        third["llm.token_count.prompt"],
+        third["llm.token_count.completion"],
+        third["llm.token_count.total"],
+    ) == (10, 5, 15)
+    schemas = [json.loads(str(v)) for k, v in third.items() if k.startswith("llm.tools.")]
+    assert {s["function"]["name"] for s in schemas} >= {"add", "todo_write", "finish"}
+
+
+async def test_tool_spans_carry_arguments_in_input_value_and_the_plan_when_it_changed() -> None:
+    spans, _ = await traced_turn()
+    tools = [s for s in spans if (s.attributes or {}).get("openinference.span.kind") == "TOOL"]
+    add = tools[2].attributes or {}
+    assert add["tool.name"] == "add"
+    assert add["tool.id"] == "a1"
+    assert json.loads(str(add["input.value"])) == {"a": 1, "b": 2}
+    assert json.loads(str(add["tool.parameters"]))["required"] == ["a", "b"]
+    assert str(add["output.value"]).startswith("3")
+    assert "plangate.plan" not in add
+    update = tools[3].attributes or {}
+    assert json.loads(str(update["plangate.plan"]))[0]["status"] == "completed"
+    bounced = tools[4]
+    assert bounced.status.status_code.name == "ERROR"
+    assert "Cannot finish" in (bounced.status.description or "")
+
+
+async def test_events_on_the_agent_span() -> None:
+    spans, result = await traced_turn()
+    turn = next(s for s in spans if s.name == "agent.turn")
+    kinds = [e.name for e in turn.events]
+    assert kinds.count("plan_updated") == 5
+    assert kinds.count("gate_bounce") == 1
+    assert kinds[-1] == "stop"
+    bounce = next(e for e in turn.events if e.name == "gate_bounce")
+    assert "[ ] 2. Add 3 and 4 (pending)" in str((bounce.attributes or {})["plangate.detail"])
+    attributes = turn.attributes or {}
+    assert attributes["plangate.stop_reason"] == "finished"
+    assert attributes["plangate.iterations"] == result.iterations
+    assert attributes["input.value"] == TWO_TASKS
+    assert attributes["output.value"] == "3 and 7"
+
+
+async def test_model_error_marks_the_llm_and_agent_spans() -> None:
+    from harness import ModelError
+
+    provider, exporter = provider_with_memory()
+    model = ScriptedModel([ModelError("HTTP 503 after 5 attempts")])
+    await agent(model, tracer_provider=provider).session("s").run_turn("hi")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert spans["llm.call"].status.status_code.name == "ERROR"
+    assert spans["agent.turn"].status.status_code.name == "ERROR"
+    assert spans["agent.turn"].attributes["plangate.stop_reason"] == "model_error"  # type: ignore[index]
+
+
+class ExplodingExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        raise RuntimeError("collector is down")
+
+    def shutdown(self) -> None:
+        pass
+
+
+class ExplodingProcessor(SimpleSpanProcessor):
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("processor bug on start")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("processor bug on end")
+
+
+@pytest.mark.parametrize(
+    "processor",
+    [SimpleSpanProcessor(ExplodingExporter()), ExplodingProcessor(InMemorySpanExporter())],
+)
+async def test_a_tracing_failure_is_logged_and_never_breaks_the_run(
+    processor: SimpleSpanProcessor, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    model = ScriptedModel(script())
+    with caplog.at_level(logging.ERROR):
+        result = await agent(model, tracer_provider=provider).session("s").run_turn(TWO_TASKS)
+    assert result.stop_reason == "finished"
+    assert result.answer == "3 and 7"
+    model.assert_complete()
+
+
+async def test_long_strings_are_bounded() -> None:
+    from harness._tracing import MAX_CHARS
+
+    provider, exporter = provider_with_memory()
+    request = "x" * (MAX_CHARS + 500)
+    await (
+        agent(ScriptedModel([call("finish", "f", summary="ok")]), tracer_provider=provider)
+        .session("s")
+        .run_turn(request)
+    )
+    turn = next(s for s in exporter.get_finished_spans() if s.name == "agent.turn")
+    value = str((turn.attributes or {})["input.value"])
+    assert len(value) < MAX_CHARS + 100
+    assert value.endswith("…[500 more characters]")
+
+
+async def test_no_tracer_provider_means_no_spans_and_same_result() -> None:
+    _, exporter = provider_with_memory()
+    model = ScriptedModel(script())
+    result = await agent(model).session("s").run_turn(TWO_TASKS)
+    assert exporter.get_finished_spans() == ()
+    assert result.stop_reason == "finished"
