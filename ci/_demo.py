@@ -47,10 +47,13 @@ class Cell:
         notes = []
         if self.bounces:
             notes.append(f"{self.bounces} bounce{'s' if self.bounces > 1 else ''}")
-        if self.result.plan and self.marked < len(self.result.plan):
+        if self.done == self.requested and self.marked < len(self.result.plan):
+            # Work done but not recorded: what the finish gate exists to catch.
             notes.append(f"{self.marked}/{len(self.result.plan)} marked")
         note = f" ({', '.join(notes)})" if notes else ""
-        return f"{self.done}/{self.requested} {self.result.stop_reason}{note}"
+        calls = self.result.iterations
+        plural = "" if calls == 1 else "s"
+        return f"{self.done}/{self.requested} {self.result.stop_reason}, {calls} call{plural}{note}"
 
 
 def tasks_done(result: TurnResult, tasks: Sequence[TaskSpec]) -> int:
@@ -151,18 +154,20 @@ def main_matrix(domain_names: Sequence[str], seed: int = 0) -> tuple[list[Cell],
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)  # logs and pipes: keep each row on one line
     cells = asyncio.run(run_matrix(domain_names, seed))
     all_hold = True
     for name in domain_names:
         domain = get_domain(name)
         table = Table(
             title=f"{name}: {domain.demo_request}",
-            caption="cell: tasks done / requested, stop reason (gate bounces, items marked)",
+            caption="cell: tasks done / requested, stop reason, model calls (bounces, marked)",
             title_justify="left",
         )
         table.add_column("model")
         for variant in DEMO_VARIANTS:
-            table.add_column(variant)
+            table.add_column(variant, no_wrap=True)
         for behaviour in BEHAVIOURS:
             row = [c.text() for c in cells if c.domain == name and c.behaviour == behaviour]
             table.add_row(f"sim:{behaviour}", *row)

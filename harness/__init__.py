@@ -1,5 +1,7 @@
 """The reference planning agent: models, tools, plans, the loop, guards, variants, tracing."""
 
+from typing import TYPE_CHECKING, Any
+
 from harness._agent import (
     Agent,
     Event,
@@ -27,7 +29,6 @@ from harness._messages import (
     canonical_json,
 )
 from harness._model import Model, ModelError
-from harness._openai import OpenAIModel
 from harness._plan import (
     PLAN_HEADER,
     PlanItem,
@@ -55,6 +56,19 @@ from harness._variant import (
     load_variant,
     parse_variant,
 )
+
+if TYPE_CHECKING:
+    from harness._openai import OpenAIModel
+
+
+def __getattr__(name: str) -> Any:
+    # The `openai` package takes about a second to import; only pay for it when it is used.
+    if name == "OpenAIModel":
+        from harness._openai import OpenAIModel
+
+        return OpenAIModel
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+
 
 __all__ = [
     "BEHAVIOURS",

@@ -484,8 +484,9 @@ class Session:
                     f"{render_item(i, current=False)} ({i.status})" for i in open_items
                 )
                 self._emit(turn, "gate_bounce", listed)
+                count = f"{len(open_items)} plan item{'s are' if len(open_items) > 1 else ' is'}"
                 raise ToolRetry(
-                    f"Cannot finish: {len(open_items)} plan items are not completed:\n{listed}\n"
+                    f"Cannot finish: {count} not completed:\n{listed}\n"
                     "Complete them and mark them completed, or mark them blocked with a reason, "
                     "then call finish again."
                 )

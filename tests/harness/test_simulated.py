@@ -6,8 +6,8 @@ import pytest
 
 from harness import (
     BEHAVIOURS,
-    AssistantMessage,
     Agent,
+    AssistantMessage,
     ConfigError,
     SimulatedModel,
     TurnResult,
