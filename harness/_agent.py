@@ -42,7 +42,15 @@ from harness._plan import (
 )
 from harness._todo import TodoList, todo_tools
 from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
-from harness._tracing import ITERATIONS, OUTPUT_VALUE, PLAN, STOP_REASON, SessionTracing, SpanHandle
+from harness._tracing import (
+    ITERATIONS,
+    OUTPUT_VALUE,
+    PLAN,
+    STOP_REASON,
+    MessageDetail,
+    SessionTracing,
+    SpanHandle,
+)
 from harness._trigger import needs_plan
 from harness._variant import Variant
 
@@ -192,6 +200,9 @@ class Agent:
     """Where spans go; None traces nothing."""
     name: str = "plangate-reference"
     """Agent name on AGENT spans."""
+    trace_messages: MessageDetail = "json"
+    """LLM spans carry input messages as one JSON `input.value` (cheap), or `flat` as
+    `llm.input_messages.*` attributes (costs one attribute per message field per call)."""
 
     def session(
         self,
@@ -224,6 +235,9 @@ class Turn:
     events: list[Event] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     plan_snapshot: str = "[]"
+    system: SystemMessage = SystemMessage(content="")
+    offered: dict[str, Tool] = field(default_factory=dict)
+    definitions: list[ToolDefinition] = field(default_factory=list)
 
 
 class Session:
@@ -255,6 +269,7 @@ class Session:
             session_id=session_id,
             user_id=user_id,
             metadata={"variant": variant.name, **metadata},
+            messages=agent.trace_messages,
         )
         self._turn: Turn | None = None
         self.turns = 0
@@ -269,8 +284,8 @@ class Session:
 
     async def run_turn(self, request: str) -> TurnResult:
         """Run one turn of the conversation to its end and return what happened."""
-        turn = self._start(request)
-        with self.tracing.turn(turn.index, request, self.agent.name) as span:
+        with self.tracing.turn(self.turns, request, self.agent.name) as span:
+            turn = self._start(request)
             outcome: Outcome = CONTINUE
             while isinstance(outcome, Continue):
                 outcome = await self._iterate(turn)
@@ -316,7 +331,15 @@ class Session:
         if planning and self.harness_plan is not None:
             self.harness_plan.start(request)
         turn.plan_snapshot = snapshot(self.plan_items())
+        turn.system = SystemMessage(
+            content=prompts.system_prompt(variant, self.agent.instructions, planning=planning)
+        )
+        self._offer(turn, self._offered(turn))
         return turn
+
+    def _offer(self, turn: Turn, tools: Sequence[Tool]) -> None:
+        turn.offered = {t.name: t for t in tools}
+        turn.definitions = [t.definition for t in tools]
 
     def _limit(self, turn: Turn) -> list[ToolDefinition] | Stop:
         """Iteration guard: the tools for the next call, a warning, a forced finish, or a stop."""
@@ -328,10 +351,11 @@ class Session:
         if settings.forced_finish and left == 1 and settings.ending == "finish_tool":
             turn.forcing = True
             self._prompt(turn, "forced_finish", prompts.FORCED_FINISH)
-            return [self._finish.definition]
+            self._offer(turn, [self._finish])
+            return turn.definitions
         if settings.iteration_warning and left == settings.iteration_warning:
             self._prompt(turn, "iteration_warning", prompts.ITERATION_WARNING.format(left=left))
-        return [t.definition for t in self._offered(turn)]
+        return turn.definitions
 
     async def _call_model(self, turn: Turn, tools: list[ToolDefinition]) -> ModelResponse | Stop:
         messages = self._context(turn)
@@ -363,11 +387,7 @@ class Session:
         """A reply without tool calls: a nudge, a continuation prompt, or the end of the turn."""
         guards = self.agent.variant.guards
         text = message.content
-        written = (
-            prompts.written_tool_call(text, (t.name for t in self._offered(turn)))
-            if guards.nudge
-            else None
-        )
+        written = prompts.written_tool_call(text, turn.offered) if guards.nudge else None
         if written is not None:
             self._prompt(turn, "nudge", prompts.NUDGE.format(name=written))
             return CONTINUE
@@ -385,25 +405,27 @@ class Session:
 
     async def _run_call(self, turn: Turn, call: ToolCall) -> Stop | None:
         guards = self.agent.variant.guards
-        key = _key(call)
+        arguments = _canonical_arguments(call)
+        key = call_key(call.name, arguments)
         turn.keys.append(key)
         repeats = trailing_run(turn.keys)
         if guards.loop_guard and repeats >= guards.loop_stop_after:
             detail = f"{repeats} identical calls in a row: {key}"
             self._emit(turn, "loop_stop", detail)
-            self._record(
-                turn, call, "error", f"Not run: the loop guard stopped the turn ({detail})."
-            )
+            message = f"Not run: the loop guard stopped the turn ({detail})."
+            self._record(turn, call, "error", message, arguments)
             return Stop(reason="loop_guard", detail=detail)
-        tools = {t.name: t for t in self._offered(turn)}
-        schema = tools[call.name].parameters if call.name in tools else None
+        found = turn.offered.get(call.name)
+        schema = found.parameters if found is not None else None
         with self.tracing.tool(turn.iteration, call, schema) as span:
-            result = await run_tool(call, tools)
-            content = self._annotate(turn, result, repeats, span)
-        self._record(turn, call, result.status, content)
+            result = await run_tool(call, turn.offered)
+            content = self._annotate(turn, result, key, repeats, span)
+        self._record(turn, call, result.status, content, arguments)
         return None
 
-    def _annotate(self, turn: Turn, result: ToolResult, repeats: int, span: SpanHandle) -> str:
+    def _annotate(
+        self, turn: Turn, result: ToolResult, key: str, repeats: int, span: SpanHandle
+    ) -> str:
         """The result text plus the loop warning and the status reminder; plan change events."""
         variant = self.agent.variant
         content = result.content
@@ -411,9 +433,7 @@ class Session:
             content += "\n" + prompts.LOOP_WARNING.format(
                 count=repeats, limit=variant.guards.loop_stop_after
             )
-            self._emit(
-                turn, "loop_warning", f"{repeats} identical calls in a row: {_key(result.call)}"
-            )
+            self._emit(turn, "loop_warning", f"{repeats} identical calls in a row: {key}")
         items = self.plan_items()
         if variant.plan.status_reminder and turn.planning and items:
             content += "\n" + status_line(items)
@@ -428,7 +448,12 @@ class Session:
         return content
 
     def _record(
-        self, turn: Turn, call: ToolCall, status: Literal["ok", "error", "not_run"], content: str
+        self,
+        turn: Turn,
+        call: ToolCall,
+        status: Literal["ok", "error", "not_run"],
+        content: str,
+        arguments: str,
     ) -> None:
         turn.messages.append(
             ToolMessage(
@@ -440,7 +465,7 @@ class Session:
                 iteration=turn.iteration,
                 id=call.id,
                 name=call.name,
-                arguments=_canonical_arguments(call),
+                arguments=arguments,
                 status=status,
                 content=content,
             )
@@ -449,7 +474,8 @@ class Session:
     def _skip(self, turn: Turn, calls: Sequence[ToolCall], why: str) -> None:
         """Answer calls the turn will not run, so that the history stays well formed."""
         for call in calls:
-            self._record(turn, call, "not_run", f"Not run: the turn ended ({why}).")
+            message = f"Not run: the turn ended ({why})."
+            self._record(turn, call, "not_run", message, _canonical_arguments(call))
 
     # -- finish and its gate ----------------------------------------------------------------
 
@@ -508,11 +534,9 @@ class Session:
         return tools
 
     def _context(self, turn: Turn) -> list[Message]:
-        variant = self.agent.variant
-        system = SystemMessage(
-            content=prompts.system_prompt(variant, self.agent.instructions, planning=turn.planning)
+        return prompts.build_context(
+            turn.system, self._plan_message(turn), self.history, turn.messages
         )
-        return prompts.build_context(system, self._plan_message(turn), self.history, turn.messages)
 
     def _plan_message(self, turn: Turn) -> SystemMessage | None:
         variant = self.agent.variant
@@ -552,7 +576,3 @@ def _canonical_arguments(call: ToolCall) -> str:
         return canonical_json(json.loads(call.arguments or "{}"))
     except json.JSONDecodeError:
         return call.arguments
-
-
-def _key(call: ToolCall) -> str:
-    return call_key(call.name, _canonical_arguments(call))

@@ -24,7 +24,7 @@ class HarnessPlan:
 
     def start(self, request: str) -> None:
         """Make the plan for a new request: one item per task clause (the whole request if none)."""
-        texts = split_tasks(request) or [request.strip()]
+        texts = split_tasks(request) or ([" ".join(request.split())] if request.strip() else [])
         self._items = tuple(
             PlanItem(id=str(i), text=text, status="in_progress" if i == 1 else "pending")
             for i, text in enumerate(texts, start=1)

@@ -81,8 +81,8 @@ class TodoList:
             raise ToolRetry(
                 f"Blocking item {item_id} needs a reason: say what is missing or who must act."
             )
-        kept_reason = reason.strip() if status == "blocked" and reason else None
-        return PlanItem(id=item_id, text=content.strip(), status=status, reason=kept_reason)
+        kept_reason = _one_line(reason) if status == "blocked" and reason else None
+        return PlanItem(id=item_id, text=_one_line(content), status=status, reason=kept_reason)
 
     @staticmethod
     def _check_single_active(items: tuple[PlanItem, ...]) -> None:
@@ -93,6 +93,11 @@ class TodoList:
                 f"Only one item may be in progress at a time, but these would be: {listed}. "
                 "Finish or block the current item before starting the next."
             )
+
+
+def _one_line(text: str) -> str:
+    """Fold line breaks: an item is one plan line, and must not forge others."""
+    return " ".join(text.split())
 
 
 def todo_tools(plan: TodoList, *, show_plan: bool) -> list[Tool]:
@@ -145,6 +150,11 @@ def _restrict_items(schema: dict[str, Any], statuses: StatusSet) -> dict[str, An
         props.pop("reason", None)
     new_items = {**items, "properties": props}
     todos = {**schema["properties"]["todos"], "items": new_items}
+    if statuses == "two":
+        todos["description"] = (
+            "The items; each has `content`, and optionally `status` (pending or completed; "
+            "default pending)."
+        )
     return {**schema, "properties": {**schema["properties"], "todos": todos}}
 
 

@@ -86,11 +86,11 @@ def tool(
     """
 
     def build(fn: ToolFunction) -> Tool:
-        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
+        summary, parameters = _described_schema(fn)
         return Tool(
             name=name or fn.__name__,
             description=description or summary,
-            parameters=function_schema(fn, arg_docs),
+            parameters=parameters,
             function=fn,
             is_async=inspect.iscoroutinefunction(fn),
         )
@@ -98,8 +98,28 @@ def tool(
     return build(function) if function is not None else build
 
 
+_SCHEMAS: dict[object, tuple[str, dict[str, Any]]] = {}
+
+
+def _described_schema(fn: ToolFunction) -> tuple[str, dict[str, Any]]:
+    """The docstring summary and schema of `fn`, computed once per function body.
+
+    Closures built per session (plan tools, `finish`) and methods of per-session workspaces
+    share their code object, so each session does not pay for type hints and docstring
+    parsing again.
+    """
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    cached = _SCHEMAS.get(code) if code is not None else None
+    if cached is None:
+        summary, arg_docs = parse_docstring(inspect.getdoc(fn) or "")
+        cached = (summary, function_schema(fn, arg_docs))
+        if code is not None:
+            _SCHEMAS[code] = cached
+    return cached
+
+
 _SECTION = re.compile(r"^(Args|Arguments|Returns|Raises|Yields|Examples?|Notes?):\s*$")
-_ARG = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+_ARG = re.compile(r"^(\s+)(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -109,6 +129,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     args: dict[str, str] = {}
     section: str | None = None
     current: str | None = None
+    indent = 0
     for line in lines:
         heading = _SECTION.match(line)
         if heading:
@@ -116,13 +137,17 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             continue
         if section is None:
             summary.append(line)
-        elif section in ("Args", "Arguments"):
-            match = _ARG.match(line)
-            if match:
-                current = match.group(1)
-                args[current] = match.group(2).strip()
-            elif current and line.strip():
-                args[current] = f"{args[current]} {line.strip()}".strip()
+            continue
+        if section not in ("Args", "Arguments") or not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        match = _ARG.match(line)
+        if match and (current is None or depth <= indent):
+            indent, current = depth, match.group(2)
+            args[current] = match.group(3).strip()
+        elif current is not None:
+            # A deeper line continues the argument above, even when it reads "Format: …".
+            args[current] = f"{args[current]} {line.strip()}".strip()
     return "\n".join(summary).strip(), args
 
 
@@ -171,6 +196,8 @@ def type_schema(hint: Any) -> dict[str, Any]:
             else {"anyOf": [type_schema(a) for a in options]}
         )
         return {"anyOf": [inner, {"type": "null"}]} if type(None) in args else inner
+    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        raise TypeError(f"tuple hints must be tuple[X, ...], not {hint!r}; use a TypedDict")
     if origin in (list, Sequence, tuple) or hint is list:
         return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
     if origin is dict or hint is dict:
@@ -197,7 +224,8 @@ def _typeddict_schema(hint: Any) -> dict[str, Any]:
             inner = typing.get_args(value)[0]
             is_required = origin is typing.Required
         else:
-            inner, is_required = value, bool(hint.__total__)
+            # `__required_keys__` knows each key's own class totality (inheritance).
+            inner, is_required = value, key in hint.__required_keys__
         properties[key] = type_schema(inner)
         if is_required:
             required.append(key)
@@ -317,6 +345,7 @@ async def run_tool(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
         value = found.function(**arguments)
         if found.is_async:
             value = await value
+        content = render_result(value)
     except ToolRetry as exc:
         return _error(call, arguments, str(exc))
     except Exception as exc:  # a tool bug must not end the run: the model can try another way
@@ -326,9 +355,7 @@ async def run_tool(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
             f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}. "
             "Try different arguments or another approach.",
         )
-    return ToolResult(
-        call=call, content=render_result(value), status="ok", arguments=arguments, value=value
-    )
+    return ToolResult(call=call, content=content, status="ok", arguments=arguments, value=value)
 
 
 def _error(call: ToolCall, arguments: Mapping[str, Any] | None, message: str) -> ToolResult:

@@ -5,9 +5,13 @@ gate bounces, nudges, guard firings and the stop reason are events on the AGENT 
 carries `session.id`, `user.id` and `metadata` (with the variant). Where spans go is the caller's
 choice (a `TracerProvider`, or None for no tracing).
 
-Tracing must stay cheap and must never break a run: each message is flattened into attributes
-once and reused on every later LLM span, strings are bounded, and every call into OpenTelemetry
-is guarded: a failure is logged, never raised.
+Tracing must stay cheap and must never break a run. An LLM span's input messages are its
+`input.value`: one JSON text joined from per-message JSON that is serialized once per session
+and reused by every later span (`messages="flat"` instead flattens them into the
+`llm.input_messages.*` attributes, which costs one attribute per message field per span: the
+context is re-listed on every call, so that cost grows with the square of the turn's length).
+Tool schemas go on the first LLM span of a turn and whenever the offered tools change. Strings
+are bounded, and every call into OpenTelemetry is guarded: a failure is logged, never raised.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -26,6 +30,7 @@ from harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
+    SystemMessage,
     ToolCall,
     ToolDefinition,
     ToolMessage,
@@ -69,6 +74,8 @@ AGENT_SPAN_NAME = "agent.turn"
 LLM_SPAN_NAME = "llm.call"
 
 Pairs = tuple[tuple[str, Any], ...]
+MessageDetail = Literal["json", "flat"]
+"""How LLM spans carry their input messages: one JSON `input.value`, or flattened attributes."""
 
 
 def bounded(text: str) -> str:
@@ -126,8 +133,10 @@ class SessionTracing:
         user_id: str,
         metadata: Mapping[str, Any],
         tags: Sequence[str] = (),
+        messages: MessageDetail = "json",
     ) -> None:
         self.enabled = provider is not None
+        self.messages = messages
         self._tracer = provider.get_tracer("plangate.harness") if provider is not None else None
         self._base: dict[str, Any] = {
             SESSION_ID: session_id,
@@ -137,23 +146,20 @@ class SessionTracing:
         if tags:
             self._base[TAGS] = list(tags)
         self._messages: dict[tuple[int, int], tuple[Message, Pairs]] = {}
+        self._json: dict[int, tuple[Message, str]] = {}
+        self._system_json: dict[str, str] = {}
         self._tools: dict[tuple[str, ...], Pairs] = {}
+        self._last_tools: tuple[str, ...] = ()
         self._schemas: dict[str, str] = {}
         self._turn: SpanHandle = NO_SPAN
 
     @contextmanager
     def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[SpanHandle]:
-        """Start a span as the current one, with the session attributes; always ends it."""
+        """Start a span as the current one; always ends it. `attributes` include the base ones."""
         if self._tracer is None:
             yield NO_SPAN
             return
-        span = _guard(
-            self._tracer.start_span,
-            name,
-            None,
-            trace.SpanKind.INTERNAL,
-            {**self._base, **attributes},
-        )
+        span = _guard(self._tracer.start_span, name, None, trace.SpanKind.INTERNAL, attributes)
         token = _guard(otel_context.attach, trace.set_span_in_context(span)) if span else None
         try:
             yield SpanHandle(span)
@@ -166,7 +172,9 @@ class SessionTracing:
     @contextmanager
     def turn(self, turn_index: int, request: str, agent_name: str) -> Iterator[SpanHandle]:
         """The AGENT span of one turn; events of the turn go to it."""
+        self._last_tools = ()
         attributes = {
+            **self._base,
             SPAN_KIND: "AGENT",
             AGENT_NAME: agent_name,
             INPUT_VALUE: bounded(request),
@@ -195,13 +203,22 @@ class SessionTracing:
         if not self.enabled:
             return self.span("", {})
         attributes: dict[str, Any] = {
+            **self._base,
             SPAN_KIND: "LLM",
             LLM_MODEL_NAME: model_name,
             ITERATION: iteration,
         }
-        for index, message in enumerate(messages):
-            attributes.update(self._message_pairs(index, message))
-        attributes.update(self._tool_pairs(tools))
+        if self.messages == "flat":
+            for index, message in enumerate(messages):
+                attributes.update(self._message_pairs(index, message))
+        else:
+            parts = ",".join([self._message_json(m) for m in messages])
+            attributes[INPUT_VALUE] = '{"messages":[' + parts + "]}"
+            attributes[INPUT_MIME_TYPE] = MIME_JSON
+        names = tuple(t.name for t in tools)
+        if names != self._last_tools or self.messages == "flat":
+            self._last_tools = names
+            attributes.update(self._tool_pairs(tools))
         return self.span(LLM_SPAN_NAME, attributes)
 
     def record_response(self, handle: SpanHandle, response: ModelResponse) -> None:
@@ -232,6 +249,7 @@ class SessionTracing:
         if not self.enabled:
             return self.span("", {})
         attributes: dict[str, Any] = {
+            **self._base,
             SPAN_KIND: "TOOL",
             TOOL_NAME: call.name,
             TOOL_ID: call.id,
@@ -250,6 +268,8 @@ class SessionTracing:
         return text
 
     def _message_pairs(self, index: int, message: Message) -> Pairs:
+        if isinstance(message, SystemMessage):  # rebuilt on every call: nothing to reuse
+            return _flatten(f"{LLM_INPUT_MESSAGES}.{index}", message)
         key = (index, id(message))
         cached = self._messages.get(key)
         if cached is not None and cached[0] is message:
@@ -257,6 +277,23 @@ class SessionTracing:
         pairs = _flatten(f"{LLM_INPUT_MESSAGES}.{index}", message)
         self._messages[key] = (message, pairs)
         return pairs
+
+    def _message_json(self, message: Message) -> str:
+        if isinstance(message, SystemMessage):
+            # Rebuilt on every call, but mostly with the same text: cache by text, bounded.
+            text = self._system_json.get(message.content)
+            if text is None:
+                if len(self._system_json) > 16:
+                    self._system_json.clear()
+                text = json.dumps(_message_dict(message), ensure_ascii=False)
+                self._system_json[message.content] = text
+            return text
+        cached = self._json.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        text = json.dumps(_message_dict(message), ensure_ascii=False)
+        self._json[id(message)] = (message, text)
+        return text
 
     def _tool_pairs(self, tools: Sequence[ToolDefinition]) -> Pairs:
         names = tuple(t.name for t in tools)
@@ -267,6 +304,23 @@ class SessionTracing:
                 for i, t in enumerate(tools)
             )
         return cached
+
+
+def _message_dict(message: Message) -> dict[str, Any]:
+    data: dict[str, Any] = {"role": message.role, "content": bounded(message.content)}
+    if isinstance(message, ToolMessage):
+        data["tool_call_id"] = message.tool_call_id
+        data["name"] = message.name
+    elif isinstance(message, AssistantMessage) and message.tool_calls:
+        data["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": bounded(c.arguments)},
+            }
+            for c in message.tool_calls
+        ]
+    return data
 
 
 def _tool_schema(definition: ToolDefinition) -> dict[str, Any]:

@@ -26,7 +26,11 @@ ACTION_VERBS: frozenset[str] = frozenset(
 """Verbs that start a task clause."""
 
 _FILLERS = frozenset({"please", "first", "then", "also", "finally", "next", "and", "lastly", "to"})
-_CLAUSE_BREAK = re.compile(r"([,;:.!?\n]+|\band then\b|\bthen\b|\band\b)", re.IGNORECASE)
+# A clause ends at , ; ! ? or a line break, at "." or ":" before a space or the end (not inside
+# "0.5" or "api.example.com"), and at the joiners "and", "then", "and then".
+_CLAUSE_BREAK = re.compile(
+    r"((?:[,;!?\n]|[.:](?=\s|$))+|\band then\b|\bthen\b|\band\b)", re.IGNORECASE
+)
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -34,26 +38,25 @@ def split_tasks(request: str) -> list[str]:
     """The task clauses of a request, in order, each starting with an action verb.
 
     A clause that does not start with a verb ("… by latency and cost") stays with the task
-    before it.
+    before it; a clause of fillers only ("Finally,") is dropped.
     """
     tasks: list[str] = []
     parts = _CLAUSE_BREAK.split(request)
     for clause, joiner in zip(parts[::2], ["", *parts[1::2]], strict=True):
-        words = clause.strip().split()
-        while words and words[0].lower() in _FILLERS:
-            words = words[1:]
-        first = _WORD.match(words[0].lower()) if words else None
+        words = clause.split()
+        meaningful = list(words)
+        while meaningful and meaningful[0].lower().strip(",") in _FILLERS:
+            meaningful = meaningful[1:]
+        if not meaningful:
+            continue
+        first = _WORD.match(meaningful[0].lower())
         if first and first.group(0) in ACTION_VERBS:
-            text = " ".join(words)
+            text = " ".join(meaningful)
             tasks.append(text[0].upper() + text[1:])
-        elif tasks and clause.strip():
-            glue = joiner if joiner.strip()[:1].isalpha() else joiner.strip()
-            tasks[-1] = f"{tasks[-1]}{' ' if glue[:1].isalpha() else ''}{glue} {clause.strip()}"
-    return [_tidy(task) for task in tasks]
-
-
-def _tidy(task: str) -> str:
-    return task.rstrip(" ,;:.!?")
+        elif tasks:
+            glue = f" {joiner} " if joiner.strip()[:1].isalpha() else f"{joiner.strip()} "
+            tasks[-1] = " ".join(f"{tasks[-1]}{glue}{clause}".split())
+    return [task.rstrip(" ,;:.!?") for task in tasks]
 
 
 def needs_plan(request: str) -> bool:

@@ -91,20 +91,28 @@ async def test_every_span_carries_session_user_and_variant() -> None:
         assert json.loads(str(attributes["metadata"])) == {"variant": "alyx", "domain": "math"}
 
 
-async def test_llm_spans_carry_messages_tools_and_tokens() -> None:
+async def test_llm_spans_carry_messages_as_json_tools_when_they_change_and_tokens() -> None:
     spans, _ = await traced_turn()
     llm = [s for s in spans if s.name == "llm.call"]
     third = llm[2].attributes or {}
     assert third["llm.model_name"] == "scripted"
     assert third["plangate.iteration"] == 3
-    assert third["llm.input_messages.0.message.role"] == "system"
-    assert str(third["llm.input_messages.1.message.content"]).startswith("# Plan")
-    assert third["llm.input_messages.2.message.content"] == TWO_TASKS
-    assert (
-        third["llm.input_messages.3.message.tool_calls.0.tool_call.function.name"] == "todo_write"
-    )
-    assert third["llm.input_messages.4.message.role"] == "tool"
-    assert third["llm.input_messages.4.message.tool_call_id"] == "w"
+    assert third["input.mime_type"] == "application/json"
+    messages = json.loads(str(third["input.value"]))["messages"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert messages[1]["content"].startswith("# Plan")
+    assert messages[2]["content"] == TWO_TASKS
+    assert messages[3]["tool_calls"][0]["function"]["name"] == "todo_write"
+    assert messages[4]["tool_call_id"] == "w"
+    assert not any(k.startswith("llm.input_messages") for k in third)
     assert third["llm.output_messages.0.message.tool_calls.0.tool_call.function.name"] == "add"
     assert json.loads(
         str(third["llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments"])
@@ -114,8 +122,33 @@ async def test_llm_spans_carry_messages_tools_and_tokens() -> None:
         third["llm.token_count.completion"],
         third["llm.token_count.total"],
     ) == (10, 5, 15)
-    schemas = [json.loads(str(v)) for k, v in third.items() if k.startswith("llm.tools.")]
+    # Tool schemas ride on the first LLM span of the turn (they do not change afterwards).
+    first = llm[0].attributes or {}
+    schemas = [json.loads(str(v)) for k, v in first.items() if k.startswith("llm.tools.")]
     assert {s["function"]["name"] for s in schemas} >= {"add", "todo_write", "finish"}
+    assert not any(k.startswith("llm.tools.") for k in third)
+
+
+async def test_flat_message_detail_uses_openinference_message_attributes() -> None:
+    provider, exporter = provider_with_memory()
+    model = ScriptedModel(script())
+    flat = agent(model, tracer_provider=provider, trace_messages="flat")
+    await flat.session("s").run_turn(TWO_TASKS)
+    third = next(
+        s
+        for s in exporter.get_finished_spans()
+        if (s.attributes or {}).get("plangate.iteration") == 3 and s.name == "llm.call"
+    )
+    attributes = third.attributes or {}
+    assert attributes["llm.input_messages.0.message.role"] == "system"
+    assert str(attributes["llm.input_messages.1.message.content"]).startswith("# Plan")
+    assert attributes["llm.input_messages.2.message.content"] == TWO_TASKS
+    assert (
+        attributes["llm.input_messages.3.message.tool_calls.0.tool_call.function.name"]
+        == "todo_write"
+    )
+    assert attributes["llm.input_messages.4.message.tool_call_id"] == "w"
+    assert any(k.startswith("llm.tools.") for k in attributes)
 
 
 async def test_tool_spans_carry_arguments_in_input_value_and_the_plan_when_it_changed() -> None:
@@ -139,6 +172,7 @@ async def test_events_on_the_agent_span() -> None:
     spans, result = await traced_turn()
     turn = next(s for s in spans if s.name == "agent.turn")
     kinds = [e.name for e in turn.events]
+    assert kinds[0] == "plan_updated"
     assert kinds.count("plan_updated") == 5
     assert kinds.count("gate_bounce") == 1
     assert kinds[-1] == "stop"
@@ -218,3 +252,15 @@ async def test_no_tracer_provider_means_no_spans_and_same_result() -> None:
     result = await agent(model).session("s").run_turn(TWO_TASKS)
     assert exporter.get_finished_spans() == ()
     assert result.stop_reason == "finished"
+
+
+async def test_events_before_the_first_model_call_reach_the_agent_span() -> None:
+    provider, exporter = provider_with_memory()
+    model = ScriptedModel([call("finish", "f", summary="p95 is 2 s")])
+    result = await agent(model, tracer_provider=provider).session("s").run_turn("What is the p95?")
+    turn = next(s for s in exporter.get_finished_spans() if s.name == "agent.turn")
+    assert (
+        [e.name for e in turn.events]
+        == [e.kind for e in result.events]
+        == ["planning_skipped", "stop"]
+    )

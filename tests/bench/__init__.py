@@ -1,0 +1,1 @@
+"""Benchmarks of harness overhead: run with `make bench` (`python -m tests.bench`), not pytest."""

@@ -1,0 +1,86 @@
+"""Run every benchmark, print one table, and write the results to `out/bench.json`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from tests.bench import bench_loop
+from tests.bench.bench_loop import Result
+
+TARGET_US = 150
+"""Plangate's budget per model iteration with tracing on."""
+OUT = Path(__file__).resolve().parents[2] / "out" / "bench.json"
+
+
+def table(results: list[Result]) -> Table:
+    """The results as a table; the span row's figures are per span."""
+    grid = Table(title=f"Harness overhead per model iteration ({bench_loop.MODEL_CALLS} per run)")
+    grid.add_column("benchmark")
+    grid.add_column("µs/iteration median", justify="right")
+    grid.add_column("p90", justify="right")
+    grid.add_column("CPU median", justify="right")
+    grid.add_column("peak KiB/run", justify="right")
+    grid.add_column("runs", justify="right")
+    for result in results:
+        grid.add_row(
+            result.name,
+            f"{result.median_us:,.1f}",
+            f"{result.p90_us:,.1f}",
+            f"{result.cpu_median_us:,.1f}",
+            f"{result.peak_kib:,.1f}",
+            str(result.runs),
+        )
+    return grid
+
+
+def write(results: list[Result], pydantic_ai: str | None, load: float) -> None:
+    """Save the results with the versions they were measured with."""
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "python": platform.python_version(),
+        "opentelemetry_sdk": metadata.version("opentelemetry-sdk"),
+        "pydantic_ai_slim": pydantic_ai,
+        "load_average_1min": round(load, 2),
+        "cpus": os.cpu_count(),
+        "model_calls_per_run": bench_loop.MODEL_CALLS,
+        "target_us_per_iteration_traced": TARGET_US,
+        "results": [result.as_dict() for result in results],
+    }
+    OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    # Rich falls back to 80 columns when piped, which would wrap every row.
+    console = Console(width=None if sys.stdout.isatty() else 110)
+    pydantic_ai = bench_loop.pydantic_ai_version()
+    if pydantic_ai is None:
+        console.print(
+            "pydantic-ai is not installed: skipping its rows "
+            "(install it with `pip install -e '.[bench]'`).",
+            markup=False,
+        )
+    load = os.getloadavg()
+    results = asyncio.run(bench_loop.run_all())
+    console.print(table(results))
+    console.print(
+        "Median and p90: wall clock (perf_counter_ns) of whole runs / model calls. CPU median: "
+        "process CPU time; well below the wall median, other processes took the CPU. The span "
+        "row is per span, its peak KiB too (the exporter keeps the spans)."
+    )
+    console.print(f"load average before the run: {load[0]:.2f} (1 min) on {os.cpu_count()} CPUs")
+    console.print(f"target: ≤{TARGET_US} µs per iteration with tracing on")
+    write(results, pydantic_ai, load[0])
+    console.print(f"written to {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""Harness overhead per model iteration on a scripted run: plangate, pydantic-ai and the OTel SDK.
+
+A run is one turn of 20 tool calls (one per model response) and a final answer: 21 model calls.
+The models answer from a script, so a run's time is the loop's own cost. Each run is timed whole
+with `perf_counter_ns` inside one coroutine on one event loop (no event loop setup in the timing)
+and divided by the 21 model calls. The process's CPU time is taken alongside, to tell the loop's
+cost from time lost to other processes. Peak memory is measured in separate runs under
+`tracemalloc`, never while timing.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ci import telemetry
+from harness import Agent, ScriptedModel, ToolCall, TurnResult, load_variant, tool
+
+TOOL_CALLS = 20
+"""Work tool calls per run."""
+MODEL_CALLS = TOOL_CALLS + 1
+"""Model calls per run: one per tool call, then the final answer."""
+REQUEST = "Look at the numbers."
+"""One action verb: alyx's planning trigger skips planning, so no todo tools are needed."""
+ANSWER = "The numbers add up."
+
+# Run counts keep `make bench` well under two minutes: pydantic-ai takes milliseconds per call.
+PLANGATE_RUNS = 200
+PYDANTIC_AI_RUNS = 30
+SPAN_BATCHES = 200
+SPANS_PER_BATCH = 100
+WARMUP_RUNS = 5
+MEMORY_RUNS = 3
+
+Unit = Literal["iteration", "span"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """One row of the benchmark table."""
+
+    name: str
+    """What was measured."""
+    unit: Unit
+    """What the times are per: a model iteration, or one span."""
+    median_us: float
+    """Median µs per unit over the timed runs."""
+    p90_us: float
+    """90th percentile µs per unit."""
+    cpu_median_us: float
+    """Median CPU µs per unit (all threads of the process: pydantic-ai runs tools in a thread)."""
+    peak_kib: float
+    """Peak traced memory of one run (per span for the span row), KiB, median of a few runs."""
+    runs: int
+    """Timed runs."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "median_us": round(self.median_us, 1),
+            "p90_us": round(self.p90_us, 1),
+            "cpu_median_us": round(self.cpu_median_us, 1),
+            "peak_kib": round(self.peak_kib, 1),
+            "runs": self.runs,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """A benchmark: how to prepare a run and how to run it."""
+
+    name: str
+    """The table row."""
+    run: Callable[[], Awaitable[Any]]
+    """One whole scripted run; returns what `check` looks at."""
+    check: Callable[[Any], None] = lambda _: None
+    """Raises if a run did not go as scripted; called once, outside the timing."""
+    prepare: Callable[[], None] = lambda: None
+    """Called before every run, outside the timing (clears the span exporter)."""
+    runs: int = PLANGATE_RUNS
+    """Timed runs."""
+    per: int = MODEL_CALLS
+    """Units per run (model calls, or spans)."""
+    unit: Unit = "iteration"
+    """What a time is per."""
+
+
+async def measure(case: Case) -> Result:
+    """Check one run, warm up, time `case.runs` runs, then measure peak memory separately."""
+    case.prepare()
+    case.check(await case.run())
+    for _ in range(WARMUP_RUNS):
+        case.prepare()
+        await case.run()
+    gc.collect()
+    wall: list[float] = []
+    cpu: list[float] = []
+    for _ in range(case.runs):
+        case.prepare()
+        start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
+        await case.run()
+        end_cpu, end = time.process_time_ns(), time.perf_counter_ns()
+        wall.append((end - start) / case.per / 1000)
+        cpu.append((end_cpu - start_cpu) / case.per / 1000)
+    return Result(
+        name=case.name,
+        unit=case.unit,
+        median_us=statistics.median(wall),
+        p90_us=statistics.quantiles(wall, n=10)[-1],
+        cpu_median_us=statistics.median(cpu),
+        peak_kib=await peak_kib(case),
+        runs=case.runs,
+    )
+
+
+async def peak_kib(case: Case) -> float:
+    """Median over a few runs of the peak memory a run allocates above what was live before it."""
+    peaks: list[float] = []
+    tracemalloc.start()
+    try:
+        for _ in range(MEMORY_RUNS):
+            case.prepare()
+            gc.collect()
+            tracemalloc.reset_peak()
+            before, _ = tracemalloc.get_traced_memory()
+            await case.run()
+            _, peak = tracemalloc.get_traced_memory()
+            peaks.append((peak - before) / 1024 / (case.per if case.unit == "span" else 1))
+    finally:
+        tracemalloc.stop()
+    return statistics.median(peaks)
+
+
+# -- plangate -------------------------------------------------------------------------------
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+WORK = tuple(ToolCall.of("add", f"call_{i}", a=i, b=1) for i in range(TOOL_CALLS))
+"""Distinct arguments on every call, so the loop guard stays quiet."""
+ENDINGS = {
+    "naive": ANSWER,
+    "alyx": ToolCall.of("finish", f"call_{TOOL_CALLS}", summary=ANSWER),
+}
+"""The last scripted step: text ends a naive turn, only `finish` ends an alyx turn."""
+
+
+def plangate_case(variant_name: str, *, traced: bool) -> Case:
+    """A plangate run: a fresh scripted model, agent and session per run, as a caller would."""
+    variant = load_variant(variant_name)
+    script = (*WORK, ENDINGS[variant_name])
+    wired = telemetry("memory" if traced else "none")
+    memory = wired.memory
+
+    async def run() -> TurnResult:
+        agent = Agent(
+            model=ScriptedModel(script),
+            variant=variant,
+            tools=lambda: (add,),
+            tracer_provider=wired.provider,
+        )
+        return await agent.session("bench").run_turn(REQUEST)
+
+    def check(result: TurnResult) -> None:
+        added = sum(call.name == "add" and call.status == "ok" for call in result.tool_calls)
+        finished = result.stop_reason == "finished" and result.answer == ANSWER
+        if not finished or added != TOOL_CALLS or result.iterations != MODEL_CALLS:
+            raise AssertionError(f"{variant_name}: the scripted run went wrong: {result.to_dict()}")
+        # One AGENT span, one LLM span per model call, one TOOL span per call (and finish's).
+        spans = 1 + MODEL_CALLS + len(result.tool_calls)
+        if memory is not None and len(memory.get_finished_spans()) != spans:
+            found = len(memory.get_finished_spans())
+            raise AssertionError(f"{variant_name}: {found} spans, expected {spans}")
+
+    tracing = "tracing on, in-memory" if traced else "tracing off"
+    return Case(
+        name=f"plangate {variant_name} ({tracing})",
+        run=run,
+        check=check,
+        prepare=memory.clear if memory is not None else lambda: None,
+    )
+
+
+# -- pydantic-ai ----------------------------------------------------------------------------
+
+
+def pydantic_ai_version() -> str | None:
+    """The installed pydantic-ai version, or None when it is not installed."""
+    try:
+        return metadata.version("pydantic-ai-slim")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pydantic_ai_case(*, traced: bool) -> Case:
+    """pydantic-ai's agent loop on the same script: a `FunctionModel` and a `tool_plain` tool."""
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai import AgentRunResult
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    # Async: FunctionModel runs a sync function in a worker thread, which is not the loop's cost.
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        # Requests and responses alternate, starting with the user's request.
+        index = len(messages) // 2
+        if index < TOOL_CALLS:
+            call = WORK[index]
+            part = ToolCallPart(tool_name=call.name, args=call.arguments, tool_call_id=call.id)
+            return ModelResponse(parts=[part])
+        return ModelResponse(parts=[TextPart(content=ANSWER)])
+
+    agent = PydanticAgent(FunctionModel(respond))
+
+    # Sync, as plangate's: pydantic-ai runs it in a worker thread, which is part of its cost.
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        """
+        return a + b
+
+    wired = telemetry("memory" if traced else "none")
+    memory = wired.memory
+    if traced:
+        agent.instrument = InstrumentationSettings(tracer_provider=wired.provider)
+
+    async def run() -> AgentRunResult[str]:
+        return await agent.run(REQUEST)
+
+    def check(result: AgentRunResult[str]) -> None:
+        returns = [
+            part.content
+            for message in result.all_messages()
+            for part in message.parts
+            if part.part_kind == "tool-return"
+        ]
+        if result.output != ANSWER or returns != [i + 1 for i in range(TOOL_CALLS)]:
+            raise AssertionError(f"pydantic-ai: the scripted run went wrong: {result.output!r}")
+        if memory is not None and not memory.get_finished_spans():
+            raise AssertionError("pydantic-ai: instrumented, but no spans were exported")
+
+    name = "pydantic-ai (FunctionModel, instrumented)" if traced else "pydantic-ai (FunctionModel)"
+    return Case(
+        name=name,
+        run=run,
+        check=check,
+        prepare=memory.clear if memory is not None else lambda: None,
+        runs=PYDANTIC_AI_RUNS,
+    )
+
+
+# -- the OpenTelemetry SDK --------------------------------------------------------------------
+
+SPAN_ATTRIBUTES: dict[str, Any] = {
+    "openinference.span.kind": "TOOL",
+    "session.id": "bench",
+    "user.id": "user",
+    "metadata": '{"variant": "naive"}',
+    "tool.name": "add",
+    "tool.id": "call_0",
+    "input.value": '{"a":0,"b":1}',
+    "input.mime_type": "application/json",
+    "output.value": "1",
+    "plangate.iteration": 1,
+}
+
+
+def span_case() -> Case:
+    """The SDK's own cost: start a span with ten attributes and end it, nothing else."""
+    wired = telemetry("memory")
+    assert wired.provider is not None and isinstance(wired.memory, InMemorySpanExporter)
+    tracer = wired.provider.get_tracer("plangate.bench")
+
+    async def run() -> None:
+        for _ in range(SPANS_PER_BATCH):
+            tracer.start_span("tool.add", attributes=SPAN_ATTRIBUTES).end()
+
+    return Case(
+        name="OpenTelemetry SDK per span",
+        run=run,
+        prepare=wired.memory.clear,
+        runs=SPAN_BATCHES,
+        per=SPANS_PER_BATCH,
+        unit="span",
+    )
+
+
+# -- all of it --------------------------------------------------------------------------------
+
+
+def cases() -> list[Case]:
+    """Every case, in table order; pydantic-ai's only when it is installed."""
+    plangate = [
+        plangate_case(variant, traced=traced)
+        for traced in (False, True)
+        for variant in ("naive", "alyx")
+    ]
+    third_party = (
+        [pydantic_ai_case(traced=False), pydantic_ai_case(traced=True)]
+        if pydantic_ai_version()
+        else []
+    )
+    return [*plangate, *third_party, span_case()]
+
+
+async def run_all() -> list[Result]:
+    """Measure every case, one after the other, on the running event loop."""
+    return [await measure(case) for case in cases()]

@@ -1,0 +1,642 @@
+"""Tools: schemas from type hints and docstrings, argument validation, and running calls."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Literal, NotRequired, Required, TypedDict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import Tool, ToolCall, ToolRetry, run_tool, tool, validate
+from harness._tools import parse_docstring, type_schema
+
+
+class Step(TypedDict):
+    """A TypedDict in a module with postponed annotations (this one)."""
+
+    name: str
+    depends_on: NotRequired[list[str]]
+    note: NotRequired[str | None]
+
+
+class Options(TypedDict, total=False):
+    """Optional by default, with one key forced back to required."""
+
+    limit: Required[int]
+    order: Literal["asc", "desc"]
+
+
+class Named(TypedDict):
+    """Every key required."""
+
+    name: str
+
+
+class NamedWithNote(Named, total=False):
+    """Adds an optional key; the inherited one stays required."""
+
+    note: str
+
+
+class Limits(TypedDict, total=False):
+    """Every key optional."""
+
+    limit: int
+
+
+class LimitsWithOrder(Limits):
+    """Adds a required key; the inherited one stays optional."""
+
+    order: str
+
+
+EAGER_SOURCE = '''
+from typing import Literal, NotRequired, TypedDict
+
+class Filter(TypedDict):
+    field: str
+    value: float
+    negate: NotRequired[bool]
+
+def apply(filters: list[Filter], mode: Literal["all", "any"] = "all") -> int:
+    """Apply filters.
+
+    Args:
+        filters: The filters to apply.
+    """
+    return len(filters)
+'''
+
+
+def eager_module() -> types.ModuleType:
+    """A module without postponed annotations: its hints are real objects, not strings."""
+    module = types.ModuleType("eager_tool_types")
+    exec(compile(EAGER_SOURCE, "<eager>", "exec", dont_inherit=True), module.__dict__)
+    return module
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hint", "schema"),
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (Literal["a", "b"], {"enum": ["a", "b"]}),
+        (Literal[1, 2], {"enum": [1, 2]}),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (
+            list[list[str]],
+            {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+        ),
+        (list, {"type": "array"}),
+        (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+        (dict, {"type": "object"}),
+        (int | None, {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
+        (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        (Any, {}),
+    ],
+    ids=repr,
+)
+def test_type_schema(hint: Any, schema: dict[str, Any]) -> None:
+    assert type_schema(hint) == schema
+
+
+def test_type_schema_of_a_typeddict_with_postponed_annotations() -> None:
+    assert type_schema(Step) == {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "depends_on": {"type": "array", "items": {"type": "string"}},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        },
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+
+
+def test_type_schema_of_a_non_total_typeddict_with_a_required_key() -> None:
+    assert type_schema(Options) == {
+        "type": "object",
+        "properties": {"limit": {"type": "integer"}, "order": {"enum": ["asc", "desc"]}},
+        "required": ["limit"],
+        "additionalProperties": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("hint", "required"),
+    [(NamedWithNote, ["name"]), (LimitsWithOrder, ["order"])],
+    ids=["total-base", "partial-base"],
+)
+def test_inherited_typeddict_keys_keep_the_totality_of_their_own_class(
+    hint: type, required: list[str]
+) -> None:
+    assert hint.__required_keys__ == frozenset(required)  # type: ignore[attr-defined]
+    assert type_schema(hint)["required"] == required
+
+
+def test_type_schema_of_a_typeddict_with_eager_annotations() -> None:
+    assert type_schema(eager_module().Filter) == {
+        "type": "object",
+        "properties": {
+            "field": {"type": "string"},
+            "value": {"type": "number"},
+            "negate": {"type": "boolean"},
+        },
+        "required": ["field", "value"],
+        "additionalProperties": False,
+    }
+
+
+def test_type_schema_rejects_an_unsupported_hint() -> None:
+    with pytest.raises(TypeError, match=r"unsupported type hint for a tool parameter: set\[int\]"):
+        type_schema(set[int])
+
+
+def test_tool_builds_name_description_and_schema_from_hints_and_docstring() -> None:
+    @tool
+    def search_spans(
+        service: str,
+        steps: list[Step],
+        kind: Literal["server", "client"] = "server",
+        limit: int | None = None,
+        threshold: float = 0.5,
+        include_errors: bool = False,
+    ) -> str:
+        """Find spans of a service.
+
+        Only spans of the last hour are searched.
+
+        Args:
+            service: The service name,
+                as shown in the service map.
+            steps: What to do with them.
+            kind (str): Which side of the call.
+            limit: At most this many spans; no limit when null.
+
+        Returns:
+            The spans, as JSON.
+        """
+        return ""
+
+    assert isinstance(search_spans, Tool)
+    assert search_spans.name == "search_spans"
+    assert search_spans.description == (
+        "Find spans of a service.\n\nOnly spans of the last hour are searched."
+    )
+    assert search_spans.is_async is False
+    assert search_spans.parameters == {
+        "type": "object",
+        "properties": {
+            "service": {
+                "type": "string",
+                "description": "The service name, as shown in the service map.",
+            },
+            "steps": {
+                "type": "array",
+                "items": type_schema(Step),
+                "description": "What to do with them.",
+            },
+            "kind": {
+                "enum": ["server", "client"],
+                "description": "Which side of the call.",
+                "default": "server",
+            },
+            "limit": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
+                "description": "At most this many spans; no limit when null.",
+            },
+            "threshold": {"type": "number", "default": 0.5},
+            "include_errors": {"type": "boolean", "default": False},
+        },
+        "required": ["service", "steps"],
+        "additionalProperties": False,
+    }
+    assert search_spans.definition.parameters == search_spans.parameters
+
+
+def test_tool_defined_in_a_module_without_postponed_annotations() -> None:
+    apply = tool(eager_module().apply)
+    assert apply.parameters == {
+        "type": "object",
+        "properties": {
+            "filters": {
+                "type": "array",
+                "items": type_schema(eager_module().Filter),
+                "description": "The filters to apply.",
+            },
+            "mode": {"enum": ["all", "any"], "default": "all"},
+        },
+        "required": ["filters"],
+        "additionalProperties": False,
+    }
+
+
+def test_tool_options_override_name_and_description() -> None:
+    @tool(name="lookup", description="Look a thing up.")
+    def find(key: str) -> str:
+        """Ignored summary."""
+        return key
+
+    assert (find.name, find.description) == ("lookup", "Look a thing up.")
+
+
+def test_parse_docstring_joins_multi_line_arg_descriptions() -> None:
+    doc = (
+        "Summary line.\n"
+        "\n"
+        "Args:\n"
+        "    query: A jq expression\n"
+        "        over the stored result,\n"
+        "        evaluated in a sandbox.\n"
+        "    limit (int, optional): How many.\n"
+        "\n"
+        "Raises:\n"
+        "    ValueError: never.\n"
+    )
+    assert parse_docstring(doc) == (
+        "Summary line.",
+        {
+            "query": "A jq expression over the stored result, evaluated in a sandbox.",
+            "limit": "How many.",
+        },
+    )
+
+
+def test_parse_docstring_keeps_a_continuation_line_that_contains_a_colon() -> None:
+    doc = "Look up a day.\n\nArgs:\n    day: The day to look up.\n        Format: YYYY-MM-DD.\n"
+    assert parse_docstring(doc) == (
+        "Look up a day.",
+        {"day": "The day to look up. Format: YYYY-MM-DD."},
+    )
+
+
+def test_parse_docstring_without_args() -> None:
+    assert parse_docstring("Just a summary.") == ("Just a summary.", {})
+    assert parse_docstring("") == ("", {})
+
+
+def test_missing_type_hint_fails_at_decoration_time() -> None:
+    with pytest.raises(TypeError) as raised:
+
+        @tool
+        def bad(a: int, b) -> None:  # type: ignore[no-untyped-def]
+            """Bad."""
+
+    assert str(raised.value) == "tool 'bad': parameter 'b' needs a type hint"
+
+
+@pytest.mark.parametrize("kind", ["args", "kwargs"])
+def test_var_args_fail_at_decoration_time(kind: str) -> None:
+    def star(*args: int) -> None:
+        """Star."""
+
+    def double_star(**kwargs: int) -> None:
+        """Double star."""
+
+    fn = star if kind == "args" else double_star
+    with pytest.raises(TypeError) as raised:
+        tool(fn)
+    assert str(raised.value) == (f"tool {fn.__name__!r}: *args and **kwargs are not supported")
+
+
+# --- validate ------------------------------------------------------------------------------
+
+
+@tool
+def plan(
+    title: str,
+    count: int,
+    ratio: float,
+    urgent: bool,
+    mode: Literal["fast", "careful"],
+    steps: list[Step],
+    tags: dict[str, int] | None = None,
+) -> str:
+    """Make a plan."""
+    return title
+
+
+VALID = {
+    "title": "t",
+    "count": 2,
+    "ratio": 1,
+    "urgent": False,
+    "mode": "fast",
+    "steps": [{"name": "a"}, {"name": "b", "depends_on": ["a"], "note": None}],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "problems"),
+    [
+        ({}, []),
+        ({"tags": {"x": 1}}, []),
+        ({"tags": None}, []),
+        ({"ratio": 0.25}, []),
+        ({"title": None}, ["title must be a string (got null)"]),
+        ({"count": True}, ["count must be an integer (got true)"]),
+        ({"count": 2.0}, ["count must be an integer (got 2.0)"]),
+        ({"count": "2"}, ['count must be an integer (got "2")']),
+        ({"ratio": False}, ["ratio must be a number (got false)"]),
+        ({"urgent": 0}, ["urgent must be a boolean (got 0)"]),
+        ({"mode": "slow"}, ['mode must be one of "fast", "careful" (got "slow")']),
+        ({"steps": {"name": "a"}}, ['steps must be an array (got {"name": "a"})']),
+        (
+            {"steps": [{"name": "a"}, {"name": 1}, {"name": "c", "depends_on": ["a", 2]}]},
+            [
+                "steps[1].name must be a string (got 1)",
+                "steps[2].depends_on[1] must be a string (got 2)",
+            ],
+        ),
+        ({"steps": [{}]}, ["missing required argument steps[0].name"]),
+        (
+            {"steps": [{"name": "a", "after": "b"}]},
+            ["unknown argument steps[0].after (allowed: name, depends_on, note)"],
+        ),
+        ({"tags": {"x": "1"}}, ['tags: {"x": "1"} does not match any allowed form']),
+        (
+            {"colour": "red"},
+            ["unknown argument colour (allowed: title, count, ratio, urgent, mode, steps, tags)"],
+        ),
+    ],
+    ids=repr,
+)
+def test_validate(change: dict[str, Any], problems: list[str]) -> None:
+    assert validate(plan.parameters, {**VALID, **change}) == problems
+
+
+def test_validate_reports_every_missing_required_argument() -> None:
+    assert validate(plan.parameters, {"title": "t", "ratio": 1.5}) == [
+        "missing required argument count",
+        "missing required argument urgent",
+        "missing required argument mode",
+        "missing required argument steps",
+    ]
+
+
+def test_validate_an_object_that_is_not_one() -> None:
+    assert validate(plan.parameters, []) == ["arguments must be an object (got [])"]
+
+
+def test_validate_enum_compares_types_too() -> None:
+    schema = {"enum": [1, "1"]}
+    assert validate(schema, 1) == []
+    assert validate(schema, "1") == []
+    assert validate(schema, True) == ['arguments must be one of 1, "1" (got true)']
+    assert validate(schema, 1.0) == ['arguments must be one of 1, "1" (got 1.0)']
+
+
+# --- validate under generated schemas ------------------------------------------------------
+
+SCALARS = st.sampled_from(
+    [{"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}]
+)
+ENUMS = st.lists(
+    st.one_of(st.text(max_size=5), st.integers(-3, 3)), min_size=1, max_size=4, unique=True
+).map(lambda values: {"enum": values})
+LEAVES = st.one_of(SCALARS, ENUMS)
+PROPERTIES = st.one_of(LEAVES, LEAVES.map(lambda leaf: {"type": "array", "items": leaf}))
+NAMES = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
+
+
+@st.composite
+def object_schemas(draw: st.DrawFn, min_required: int = 0) -> dict[str, Any]:
+    properties = draw(st.dictionaries(NAMES, PROPERTIES, min_size=max(min_required, 0), max_size=6))
+    names = sorted(properties)
+    required = draw(st.lists(st.sampled_from(names), unique=True) if names else st.just([]))
+    if len(required) < min_required:
+        required = names[:min_required]
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def values_for(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values valid under the subset of JSON schema that `@tool` produces."""
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    if "anyOf" in schema:
+        return st.one_of([values_for(option) for option in schema["anyOf"]])
+    kind = schema["type"]
+    if kind == "array":
+        return st.lists(values_for(schema["items"]), max_size=4)
+    if kind == "object" and "properties" not in schema:
+        return st.dictionaries(st.text(max_size=4), values_for(schema["additionalProperties"]))
+    if kind == "object":
+        props = schema["properties"]
+        required = set(schema["required"])
+        return st.fixed_dictionaries(
+            {k: values_for(v) for k, v in props.items() if k in required},
+            optional={k: values_for(v) for k, v in props.items() if k not in required},
+        )
+    return {
+        "string": st.text(max_size=8),
+        "integer": st.integers(),
+        "number": st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False)),
+        "boolean": st.booleans(),
+        "null": st.none(),
+    }[kind]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_validate_accepts_every_value_generated_from_the_schema(data: st.DataObject) -> None:
+    schema = data.draw(object_schemas())
+    value = data.draw(values_for(schema))
+    assert validate(schema, value) == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_validate_names_the_one_missing_required_key(data: st.DataObject) -> None:
+    schema = data.draw(object_schemas(min_required=1))
+    value = data.draw(values_for(schema))
+    key = data.draw(st.sampled_from(schema["required"]))
+    del value[key]
+    assert validate(schema, value) == [f"missing required argument {key}"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_validate_accepts_generated_values_for_a_real_tool_schema(data: st.DataObject) -> None:
+    # Arrays of TypedDicts, `anyOf` with null, and a `dict[str, int]`, as `@tool` builds them.
+    value = data.draw(values_for(plan.parameters))
+    assert validate(plan.parameters, value) == []
+
+
+# --- run_tool ------------------------------------------------------------------------------
+
+
+@tool
+def echo(text: str, times: int = 1) -> str:
+    """Repeat text."""
+    return text * times
+
+
+@tool
+def stats(values: list[float]) -> dict[str, Any]:
+    """Summarize numbers."""
+    return {"n": len(values), "max": max(values, default=None), "label": "ü"}
+
+
+@tool
+def count(values: list[int]) -> int:
+    """Count numbers."""
+    return len(values)
+
+
+@tool
+def nothing() -> None:
+    """Return nothing."""
+
+
+@tool
+def refuse(reason: str) -> str:
+    """Always asks for a retry."""
+    raise ToolRetry(f"Cannot do that: {reason}. Try todo_read first.")
+
+
+@tool
+def explode(kind: str) -> str:
+    """Always fails."""
+    if kind == "key":
+        raise KeyError("missing")
+    raise ValueError("boom")
+
+
+@tool
+async def fetch(key: str) -> dict[str, str]:
+    """Fetch asynchronously."""
+    return {"key": key, "source": "async"}
+
+
+TOOLS = {t.name: t for t in (echo, stats, count, nothing, refuse, explode, fetch)}
+
+
+def raw(name: str, arguments: str) -> ToolCall:
+    return ToolCall(id="call_7", name=name, arguments=arguments)
+
+
+async def test_run_tool_ok() -> None:
+    call = ToolCall.of("echo", text="ab", times=2)
+    result = await run_tool(call, TOOLS)
+    assert (result.status, result.content, result.value) == ("ok", "abab", "abab")
+    assert result.call is call
+    assert result.arguments == {"text": "ab", "times": 2}
+
+
+async def test_run_tool_of_an_unknown_tool_lists_the_available_tools() -> None:
+    result = await run_tool(ToolCall.of("ecko", text="a"), TOOLS)
+    assert result.status == "error"
+    assert result.arguments is None
+    assert result.content == (
+        "Unknown tool 'ecko'. Available tools: count, echo, explode, fetch, nothing, refuse, "
+        "stats. Call one of them."
+    )
+    empty = await run_tool(ToolCall.of("ecko"), {})
+    assert empty.content == "Unknown tool 'ecko'. Available tools: none. Call one of them."
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            '{"text": ',
+            "The arguments of 'echo' are not valid JSON (Expecting value at position 9). "
+            "Send a JSON object that matches the tool's schema.",
+        ),
+        (
+            "text=a",
+            "The arguments of 'echo' are not valid JSON (Expecting value at position 0). "
+            "Send a JSON object that matches the tool's schema.",
+        ),
+    ],
+)
+async def test_run_tool_with_malformed_json(arguments: str, message: str) -> None:
+    result = await run_tool(raw("echo", arguments), TOOLS)
+    assert (result.status, result.content, result.arguments) == ("error", message, None)
+
+
+@pytest.mark.parametrize("arguments", ['["a"]', '"a"', "3", "null"])
+async def test_run_tool_with_json_that_is_not_an_object(arguments: str) -> None:
+    result = await run_tool(raw("echo", arguments), TOOLS)
+    assert result.status == "error"
+    assert result.content == "The arguments of 'echo' must be a JSON object."
+
+
+async def test_run_tool_with_empty_arguments_means_no_arguments() -> None:
+    result = await run_tool(raw("nothing", ""), TOOLS)
+    assert (result.status, result.content) == ("ok", "null")
+
+
+async def test_run_tool_with_invalid_arguments_lists_every_problem() -> None:
+    result = await run_tool(raw("echo", '{"times": true, "loud": 1}'), TOOLS)
+    assert result.status == "error"
+    assert result.arguments == {"times": True, "loud": 1}
+    assert result.content == (
+        "Invalid arguments for 'echo': missing required argument text; "
+        "times must be an integer (got true); unknown argument loud (allowed: text, times). "
+        "Fix the arguments and call the tool again."
+    )
+
+
+async def test_run_tool_turns_a_retry_into_its_message() -> None:
+    result = await run_tool(ToolCall.of("refuse", reason="no plan"), TOOLS)
+    assert result.status == "error"
+    assert result.content == "Cannot do that: no plan. Try todo_read first."
+    assert result.arguments == {"reason": "no plan"}
+    assert result.value is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        (
+            "value",
+            "Tool 'explode' failed: ValueError: boom. Try different arguments or another approach.",
+        ),
+        (
+            "key",
+            "Tool 'explode' failed: KeyError: 'missing'. Try different arguments or another approach.",
+        ),
+    ],
+)
+async def test_run_tool_turns_an_exception_into_an_error_naming_its_type(
+    kind: str, message: str
+) -> None:
+    result = await run_tool(ToolCall.of("explode", kind=kind), TOOLS)
+    assert (result.status, result.content) == ("error", message)
+
+
+async def test_run_tool_awaits_async_tools() -> None:
+    assert fetch.is_async is True
+    result = await run_tool(ToolCall.of("fetch", key="k"), TOOLS)
+    assert result.status == "ok"
+    assert result.value == {"key": "k", "source": "async"}
+    assert result.content == '{"key":"k","source":"async"}'
+
+
+@pytest.mark.parametrize(
+    ("call", "content"),
+    [
+        (ToolCall.of("stats", values=[3, 1.5]), '{"label":"ü","max":3,"n":2}'),
+        (ToolCall.of("stats", values=[]), '{"label":"ü","max":null,"n":0}'),
+        (ToolCall.of("count", values=[1, 2, 3]), "3"),
+        (ToolCall.of("nothing"), "null"),
+    ],
+)
+async def test_run_tool_renders_non_string_values_as_canonical_json(
+    call: ToolCall, content: str
+) -> None:
+    result = await run_tool(call, TOOLS)
+    assert (result.status, result.content) == ("ok", content)
