@@ -437,12 +437,13 @@ class Session:
         items = self.plan_items()
         if variant.plan.status_reminder and turn.planning and items:
             content += "\n" + status_line(items)
-        current = snapshot(items)
+        attributes = {OUTPUT_VALUE: content}
+        current = snapshot(items) if items or turn.plan_snapshot != "[]" else "[]"
         if current != turn.plan_snapshot:
             turn.plan_snapshot = current
-            span.set({PLAN: current})
+            attributes[PLAN] = current
             self._emit(turn, "plan_updated", current)
-        span.set({OUTPUT_VALUE: content})
+        span.set(attributes)
         if result.status == "error":
             span.error(result.content)
         return content
