@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from ci._eval_cli import add_commands, run_eval, run_import
 from ci._telemetry import telemetry
 from harness import (
     BEHAVIOURS,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--domain", action="append", help="only this domain (repeatable)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the simulated models")
 
+    add_commands(commands)
     commands.add_parser("variants", help="list the shipped harness variants")
     commands.add_parser("domains", help="list the demo domains")
     commands.add_parser("models", help="list the simulated models")
@@ -75,20 +77,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "run":
-        return _run(args)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "variants":
-        for name in builtin_variants():
-            print(f"{name:14s} {load_variant(name).description}")
-    elif args.command == "domains":
-        for name in domain_names():
-            print(f"{name:14s} {get_domain(name).description}")
-    elif args.command == "models":
-        for behaviour in BEHAVIOURS:
-            print(f"sim:{behaviour}")
-        print("openai:MODEL   (PLANGATE_OPENAI_BASE_URL, PLANGATE_OPENAI_API_KEY)")
+    handlers = {
+        "run": _run,
+        "demo": _demo,
+        "import": run_import,
+        "eval": run_eval,
+        "variants": _variants,
+        "domains": _domains,
+        "models": _models,
+    }
+    return handlers[args.command](args)
+
+
+def _variants(args: argparse.Namespace) -> int:
+    for name in builtin_variants():
+        print(f"{name:14s} {load_variant(name).description}")
+    return EXIT_OK
+
+
+def _domains(args: argparse.Namespace) -> int:
+    for name in domain_names():
+        print(f"{name:14s} {get_domain(name).description}")
+    return EXIT_OK
+
+
+def _models(args: argparse.Namespace) -> int:
+    for behaviour in BEHAVIOURS:
+        print(f"sim:{behaviour}")
+    print("openai:MODEL   (PLANGATE_OPENAI_BASE_URL, PLANGATE_OPENAI_API_KEY)")
     return EXIT_OK
 
 

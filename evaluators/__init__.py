@@ -1,3 +1,46 @@
-"""evaluators: placeholder package; built by later issues."""
+"""Evaluators: pure, versioned functions of a trace table that score every turn."""
 
-__all__: list[str] = []
+from evaluators._frame import TraceFrame, prepare
+from evaluators._registry import (
+    SCORE_SCHEMA,
+    Evaluator,
+    EvaluatorError,
+    evaluate,
+    evaluator,
+    evaluators,
+)
+from evaluators._repeats import RepeatScore, repeat_scores, task_outcomes
+from evaluators._rubric import (
+    RUBRIC_VERSION,
+    AnswerCheck,
+    Rubric,
+    RubricError,
+    RubricSet,
+    ToolExpectation,
+    load_rubrics,
+    rubric_from_dict,
+    rubrics_from_dict,
+)
+
+__all__ = [
+    "RUBRIC_VERSION",
+    "SCORE_SCHEMA",
+    "AnswerCheck",
+    "Evaluator",
+    "EvaluatorError",
+    "RepeatScore",
+    "Rubric",
+    "RubricError",
+    "RubricSet",
+    "ToolExpectation",
+    "TraceFrame",
+    "evaluate",
+    "evaluator",
+    "evaluators",
+    "load_rubrics",
+    "prepare",
+    "repeat_scores",
+    "rubric_from_dict",
+    "rubrics_from_dict",
+    "task_outcomes",
+]

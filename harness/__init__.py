@@ -15,7 +15,7 @@ from harness._context import build_context, system_prompt, written_tool_call
 from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain, register_domain
 from harness._errors import ConfigError, PlangateError
 from harness._harness_plan import HarnessPlan
-from harness._loops import CallRun, call_key, identical_runs, trailing_run
+from harness._loops import CallRun, Runs, call_key, call_runs, identical_runs, trailing_run
 from harness._messages import (
     AssistantMessage,
     Message,
@@ -77,6 +77,7 @@ __all__ = [
     "AssistantMessage",
     "Behaviour",
     "CallRun",
+    "Runs",
     "CallSpec",
     "ConfigError",
     "Domain",
@@ -120,6 +121,7 @@ __all__ = [
     "build_context",
     "builtin_variants",
     "call_key",
+    "call_runs",
     "canonical_json",
     "domain_names",
     "get_domain",

@@ -328,9 +328,12 @@ class Session:
         self._turn = turn
         if variant.plan.dialect != "none" and not planning:
             self._emit(turn, "planning_skipped", "fewer than two actions in the request")
+        turn.plan_snapshot = snapshot(self.plan_items())
         if planning and self.harness_plan is not None:
             self.harness_plan.start(request)
-        turn.plan_snapshot = snapshot(self.plan_items())
+            turn.plan_snapshot = snapshot(self.plan_items())
+            self.tracing.plan_change(0, turn.plan_snapshot, "the harness planned the request")
+            self._emit(turn, "plan_updated", turn.plan_snapshot)
         turn.system = SystemMessage(
             content=prompts.system_prompt(variant, self.agent.instructions, planning=planning)
         )
@@ -408,7 +411,7 @@ class Session:
         arguments = _canonical_arguments(call)
         key = call_key(call.name, arguments)
         turn.keys.append(key)
-        repeats = trailing_run(turn.keys)
+        repeats = trailing_run(turn.keys[-guards.loop_stop_after :]) if guards.loop_guard else 0
         if guards.loop_guard and repeats >= guards.loop_stop_after:
             detail = f"{repeats} identical calls in a row: {key}"
             self._emit(turn, "loop_stop", detail)

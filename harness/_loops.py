@@ -1,15 +1,37 @@
 """The loop detector: runs of identical consecutive tool calls.
 
-One function serves the harness's loop guard (on the calls of the running turn) and the
-`tool_call_loops` evaluator (on a recorded trajectory). Calls are compared by `call_key`: tool
-name plus canonical arguments; call ids are ignored, since some agents reuse one id for every
-repeat.
+One function, `call_runs`, serves the harness's loop guard (on the calls of the running turn)
+and the `tool_call_loops` evaluator (on every call of a whole trace table at once, with turn
+boundaries given as `groups`). It is vectorized: comparing neighbours of an already canonical
+key column is cheap, which is why keys are canonicalized once, when a call is recorded.
+
+Calls are compared by `call_key`: tool name plus canonical arguments; call ids are ignored,
+since some agents reuse one id for every repeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+def call_key(name: str, canonical_arguments: str) -> str:
+    """The identity of a call: tool name plus canonical arguments (call ids are ignored)."""
+    return f"{name} {canonical_arguments}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Runs:
+    """Every maximal run of identical consecutive keys (length 1 included), in order."""
+
+    starts: npt.NDArray[np.int64]
+    """Index of each run's first call in the input sequence."""
+    lengths: npt.NDArray[np.int64]
+    """How many identical calls each run holds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,29 +46,40 @@ class CallRun:
     """How many identical calls in a row."""
 
 
-def call_key(name: str, canonical_arguments: str) -> str:
-    """The identity of a call: tool name plus canonical arguments (call ids are ignored)."""
-    return f"{name} {canonical_arguments}"
+def call_runs(
+    keys: Sequence[Hashable] | npt.NDArray[Any],
+    groups: Sequence[Hashable] | npt.NDArray[Any] | None = None,
+) -> Runs:
+    """Split `keys` into maximal runs of identical neighbours; a run never crosses a group.
+
+    `groups` (one label per key, equal labels adjacent) marks where a sequence ends and the
+    next begins, so the calls of many turns are handled in one pass.
+    """
+    values = np.asarray(keys, dtype=object)
+    count = len(values)
+    if count == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Runs(starts=empty, lengths=empty)
+    changed = values[1:] != values[:-1]
+    if groups is not None:
+        labels = np.asarray(groups, dtype=object)
+        changed |= labels[1:] != labels[:-1]
+    starts = np.concatenate(([0], np.flatnonzero(changed) + 1)).astype(np.int64)
+    lengths = np.diff(np.append(starts, count)).astype(np.int64)
+    return Runs(starts=starts, lengths=lengths)
 
 
 def identical_runs(keys: Sequence[str], min_length: int = 2) -> list[CallRun]:
     """Every run of at least `min_length` identical consecutive keys, in order."""
-    runs: list[CallRun] = []
-    start = 0
-    for index in range(1, len(keys) + 1):
-        if index == len(keys) or keys[index] != keys[start]:
-            if index - start >= min_length:
-                runs.append(CallRun(key=keys[start], start=start, length=index - start))
-            start = index
-    return runs
+    runs = call_runs(keys)
+    keep = runs.lengths >= min_length
+    return [
+        CallRun(key=keys[int(start)], start=int(start), length=int(length))
+        for start, length in zip(runs.starts[keep], runs.lengths[keep], strict=True)
+    ]
 
 
 def trailing_run(keys: Sequence[str]) -> int:
     """Length of the run of identical calls that ends the sequence (0 when empty)."""
-    if not keys:
-        return 0
-    last = keys[-1]
-    length = 1
-    while length < len(keys) and keys[-1 - length] == last:
-        length += 1
-    return length
+    runs = call_runs(keys)
+    return int(runs.lengths[-1]) if len(runs.lengths) else 0

@@ -244,6 +244,21 @@ class SessionTracing:
             attributes[LLM_FINISH_REASON] = response.finish_reason
         handle.set(attributes)
 
+    def plan_change(self, iteration: int, plan: str, reason: str) -> None:
+        """A CHAIN span for a plan change the harness made itself (no tool call behind it)."""
+        if not self.enabled:
+            return
+        attributes = {
+            **self._base,
+            SPAN_KIND: "CHAIN",
+            ITERATION: iteration,
+            PLAN: plan,
+            INPUT_VALUE: reason,
+            INPUT_MIME_TYPE: MIME_TEXT,
+        }
+        with self.span("plan", attributes):
+            pass
+
     def tool(self, iteration: int, call: ToolCall, schema: Mapping[str, Any] | None) -> Any:
         """The TOOL span of one call (a context manager yielding a `SpanHandle`)."""
         if not self.enabled:

@@ -1,3 +1,48 @@
-"""replay: placeholder package; built by later issues."""
+"""Trace tables, importers, and (later) golden datasets and replay."""
 
-__all__: list[str] = []
+from replay._exporter import TraceTableExporter, trace_table_provider
+from replay._import_messages import rows_from_messages
+from replay._import_otlp import otlp_json_from_spans
+from replay._import_phoenix import from_phoenix_dataframe
+from replay._importers import import_formats, import_traces, importer
+from replay._openinference import SpanEvent, SpanRecord, rows_from_spans
+from replay._schema import (
+    COLUMNS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TraceTableError,
+    build_table,
+    canonical_arguments,
+    concat_tables,
+    empty_table,
+    read_table,
+    to_utc,
+    validate_table,
+    write_table,
+)
+
+__all__ = [
+    "COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SpanEvent",
+    "SpanRecord",
+    "TraceTableError",
+    "TraceTableExporter",
+    "build_table",
+    "canonical_arguments",
+    "concat_tables",
+    "empty_table",
+    "from_phoenix_dataframe",
+    "import_formats",
+    "import_traces",
+    "importer",
+    "otlp_json_from_spans",
+    "read_table",
+    "rows_from_messages",
+    "rows_from_spans",
+    "to_utc",
+    "trace_table_provider",
+    "validate_table",
+    "write_table",
+]

@@ -11,6 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Shared machines are noisy: a property test is about behaviour, never about speed.
+settings.register_profile("plangate", deadline=None)
+settings.load_profile("plangate")
 
 _LOOPBACK = ("127.", "::1", "localhost")
 _real_connect = socket.socket.connect
@@ -35,3 +40,22 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ):
         monkeypatch.delenv(name, raising=False)
     yield
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Any:
+    """The third-party trajectories in ../shared/corpus (or $PLANGATE_CORPUS).
+
+    They are part of every checkout's surroundings (CI lays shared/ beside the clone); a missing
+    corpus fails the tests that need it rather than skipping them.
+    """
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ.get("PLANGATE_CORPUS", REPO.parent / "shared" / "corpus"))
+    if not (path / "tau-bench").is_dir():
+        pytest.fail(f"the shared corpus is missing at {path}; set PLANGATE_CORPUS to its folder")
+    return path

@@ -1,0 +1,144 @@
+"""`plangate import` and `plangate eval`: trace tables in, scores out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evaluators import EvaluatorError, RubricSet, evaluate, evaluators, load_rubrics, repeat_scores
+from replay import TraceTableError, import_formats, import_traces, read_table, write_table
+
+
+def add_commands(commands: Any) -> None:
+    """Add `import` and `eval` to the `plangate` subcommands."""
+    importing = commands.add_parser("import", help="other agents' traces into a trace table")
+    importing.add_argument("format", help=f"one of: {', '.join(import_formats())}")
+    importing.add_argument("paths", nargs="+", metavar="PATH", help="files to import")
+    importing.add_argument("-o", "--output", required=True, metavar="TABLE.parquet")
+
+    scoring = commands.add_parser("eval", help="score every turn of a trace table")
+    scoring.add_argument("table", metavar="TABLE.parquet")
+    scoring.add_argument("--rubric", metavar="FILE", help="rubric file (JSON or TOML)")
+    scoring.add_argument("-o", "--output", metavar="SCORES.parquet", help="write the scores table")
+    scoring.add_argument("--evaluator", action="append", help="only this evaluator (repeatable)")
+    scoring.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="evaluator parameter, e.g. tool_call_loops.max_repeats=3",
+    )
+    scoring.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """`plangate import FORMAT PATH... -o TABLE`."""
+    table = import_traces(args.format, args.paths)
+    write_table(table, args.output)
+    turns = table.filter(pa.compute.equal(table["span_kind"], "AGENT")).num_rows
+    sessions = len(set(table["session_id"].to_pylist()))
+    print(f"{args.output}: {table.num_rows} spans, {turns} turns, {sessions} sessions")
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`."""
+    table = read_table(args.table)
+    rubrics = _rubrics(args.rubric)
+    scores = evaluate(table, rubrics, names=args.evaluator, params=_params(args.param))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(scores, args.output)
+    summary = summarize(scores)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary, args.table)
+    return 0
+
+
+def _rubrics(path: str | None) -> RubricSet | None:
+    if path is None:
+        return None
+    if Path(path).is_dir():
+        raise TraceTableError(f"{path}: is a folder; --rubric takes a rubric file (JSON or TOML)")
+    return load_rubrics(path)
+
+
+def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    params: dict[str, dict[str, Any]] = {}
+    known = evaluators()
+    for pair in pairs:
+        target, sep, raw = pair.partition("=")
+        name, dot, key = target.partition(".")
+        if not sep or not dot or name not in known:
+            raise EvaluatorError(
+                f"--param {pair!r}: expected EVALUATOR.KEY=VALUE with EVALUATOR one of "
+                f"{', '.join(sorted(known))}"
+            )
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        params.setdefault(name, {})[key] = value
+    return params
+
+
+def summarize(scores: pa.Table) -> dict[str, Any]:
+    """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
+    frame = scores.to_pandas()
+    rows = []
+    for name, group in frame.groupby("evaluator", sort=True):
+        mean = group["score"].mean()
+        rows.append(
+            {
+                "evaluator": name,
+                "version": int(group["version"].iloc[0]),
+                "turns": len(group),
+                "passed": int(group["passed"].sum()),
+                "pass_rate": float(group["passed"].mean()),
+                "mean_score": None if mean != mean else float(mean),
+            }
+        )
+    summary: dict[str, Any] = {"evaluators": rows}
+    if "task_completion" in set(frame["evaluator"]):
+        summary["repeats"] = [
+            {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
+            for r in repeat_scores(scores)
+        ]
+    return summary
+
+
+def print_summary(summary: dict[str, Any], title: str) -> None:
+    """The summary as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"scores of {title}", title_justify="left")
+    for column in ("evaluator", "version", "turns", "passed", "pass rate", "mean score"):
+        table.add_column(column, justify="left" if column == "evaluator" else "right")
+    for row in summary["evaluators"]:
+        mean = "—" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
+        table.add_row(
+            row["evaluator"], str(row["version"]), str(row["turns"]), str(row["passed"]),
+            f"{row['pass_rate']:.1%}", mean,
+        )  # fmt: skip
+    console.print(table)
+    repeats = summary.get("repeats", [])
+    if len(repeats) > 1:
+        grid = Table(title="task completion across repeats", title_justify="left")
+        for column in ("k", "pass@k", "pass^k", "tasks"):
+            grid.add_column(column, justify="right")
+        for r in repeats:
+            grid.add_row(str(r["k"]), _fmt(r["pass_at_k"]), _fmt(r["pass_hat_k"]), str(r["tasks"]))
+        console.print(grid)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"

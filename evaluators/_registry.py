@@ -1,0 +1,141 @@
+"""Evaluators: named, versioned pure functions of a trace table, one score row per turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from evaluators._frame import TURN_KEY, TraceFrame, prepare
+from evaluators._rubric import RubricSet
+from harness import PlangateError
+
+SCORE_SCHEMA = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field("evaluator", pa.string(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("passed", pa.bool_(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("explanation", pa.string(), nullable=False),
+        pa.field("details", pa.string()),
+        pa.field("task_id", pa.string()),
+        pa.field("trial", pa.int32()),
+    ],
+    metadata={"plangate.schema": "plangate.scores", "plangate.version": "1"},
+)
+"""One row per turn and evaluator. `score` is null where it does not apply (e.g. no timing)."""
+
+RESULT_COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
+
+EvaluatorFunction = Callable[..., pd.DataFrame]
+"""`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> DataFrame[RESULT_COLUMNS]`."""
+
+
+class EvaluatorError(PlangateError):
+    """An unknown evaluator or a bad parameter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluator:
+    """A registered evaluator."""
+
+    name: str
+    version: int
+    function: EvaluatorFunction
+    description: str
+
+
+_EVALUATORS: dict[str, Evaluator] = {}
+
+
+def evaluator(name: str, version: int) -> Callable[[EvaluatorFunction], EvaluatorFunction]:
+    """Register a function as the evaluator `name` at `version`."""
+
+    def add(function: EvaluatorFunction) -> EvaluatorFunction:
+        doc = (function.__doc__ or "").strip().splitlines()
+        _EVALUATORS[name] = Evaluator(name, version, function, doc[0] if doc else "")
+        return function
+
+    return add
+
+
+def evaluators() -> dict[str, Evaluator]:
+    """The registered evaluators by name."""
+    _load_builtin()
+    return dict(_EVALUATORS)
+
+
+def evaluate(
+    table: pa.Table,
+    rubrics: RubricSet | None = None,
+    names: Sequence[str] | None = None,
+    params: dict[str, dict[str, Any]] | None = None,
+) -> pa.Table:
+    """Score every turn of a trace table with the named evaluators (default: all).
+
+    `params` maps an evaluator name to keyword parameters (thresholds). Returns a table in
+    `SCORE_SCHEMA`; the input is not modified.
+    """
+    registry = evaluators()
+    chosen = list(names) if names else sorted(registry)
+    unknown = [n for n in chosen if n not in registry]
+    if unknown:
+        raise EvaluatorError(
+            f"unknown evaluator {unknown[0]!r}; choose from: {', '.join(sorted(registry))}"
+        )
+    frame = prepare(table)
+    parts = [
+        _run(registry[name], frame, rubrics or RubricSet(), (params or {}).get(name, {}))
+        for name in chosen
+    ]
+    return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def _run(
+    spec: Evaluator, frame: TraceFrame, rubrics: RubricSet, params: dict[str, Any]
+) -> pa.Table:
+    try:
+        result = spec.function(frame, rubrics, **params)
+    except TypeError as exc:
+        raise EvaluatorError(
+            f"evaluator {spec.name!r}: bad parameters {sorted(params)}: {exc}"
+        ) from exc
+    result = result[RESULT_COLUMNS].copy()
+    result["details"] = [
+        json.dumps(d, sort_keys=True, default=str) if d is not None else None
+        for d in result["details"]
+    ]
+    result["evaluator"] = spec.name
+    result["version"] = spec.version
+    ids = frame.turns[[*TURN_KEY, "task_id", "trial"]]
+    result = result.merge(ids, on=TURN_KEY, how="left")
+    result = result.astype({"turn_index": "int64", "passed": "bool"})
+    columns = {
+        name: _column(result[name], SCORE_SCHEMA.field(name).type) for name in SCORE_SCHEMA.names
+    }
+    return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)
+
+
+def _column(series: pd.Series, kind: pa.DataType) -> pa.Array:
+    values = [None if _missing(v) else v for v in series.tolist()]
+    return pa.array(values, type=kind)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
+def _load_builtin() -> None:
+    # Importing the modules registers their evaluators.
+    import evaluators._latency
+    import evaluators._loops
+    import evaluators._plan_adherence
+    import evaluators._task_completion
+    import evaluators._trajectory  # noqa: F401

@@ -1,0 +1,73 @@
+"""Across repeats: pass@k (at least one of k tries passes) and pass^k (all k tries pass).
+
+With n tries of a task and c of them passing, pass@k = 1 - C(n-c, k) / C(n, k) and
+pass^k = C(c, k) / C(n, k), averaged over tasks (the unbiased estimators; tau-bench's pass^k).
+Tasks are grouped by `task_id`; a turn without one is a task tried once. A task with fewer than k
+tries cannot say anything about k tries and is left out (the result says how many were used).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import comb
+
+import pandas as pd
+import pyarrow as pa
+
+from harness import PlangateError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepeatScore:
+    """pass@k and pass^k for one k."""
+
+    k: int
+    pass_at_k: float | None
+    """Mean over tasks of the chance that one of k tries passes (None: no task has k tries)."""
+    pass_hat_k: float | None
+    """Mean over tasks of the chance that all k tries pass."""
+    tasks: int
+    """Tasks with at least k tries (the ones averaged)."""
+
+
+def task_outcomes(
+    scores: pa.Table | pd.DataFrame, evaluator: str = "task_completion"
+) -> pd.DataFrame:
+    """Per task: tries `n` and passes `c` for one evaluator."""
+    frame = scores.to_pandas() if isinstance(scores, pa.Table) else scores
+    rows = frame[frame["evaluator"] == evaluator]
+    if rows.empty:
+        raise PlangateError(f"no {evaluator!r} scores to count repeats from")
+    task = rows["task_id"].where(
+        rows["task_id"].notna(), rows["session_id"] + "#" + rows["turn_index"].astype(str)
+    )
+    grouped = rows.assign(task=task).groupby("task")["passed"]
+    return pd.DataFrame({"n": grouped.size(), "c": grouped.sum().astype(int)})
+
+
+def repeat_scores(
+    scores: pa.Table | pd.DataFrame,
+    ks: Sequence[int] | None = None,
+    evaluator: str = "task_completion",
+) -> list[RepeatScore]:
+    """pass@k and pass^k for each k (default 1 to the most tries of any task)."""
+    outcomes = task_outcomes(scores, evaluator)
+    chosen = list(ks) if ks else list(range(1, int(outcomes["n"].max()) + 1))
+    return [_for_k(outcomes, k) for k in chosen]
+
+
+def _for_k(outcomes: pd.DataFrame, k: int) -> RepeatScore:
+    if k < 1:
+        raise PlangateError(f"k must be at least 1, not {k}")
+    usable = outcomes[outcomes["n"] >= k]
+    if usable.empty:
+        return RepeatScore(k=k, pass_at_k=None, pass_hat_k=None, tasks=0)
+    at = [
+        (comb(n, k) - comb(n - c, k)) / comb(n, k)
+        for n, c in zip(usable["n"], usable["c"], strict=True)
+    ]
+    hat = [comb(c, k) / comb(n, k) for n, c in zip(usable["n"], usable["c"], strict=True)]
+    return RepeatScore(
+        k=k, pass_at_k=sum(at) / len(at), pass_hat_k=sum(hat) / len(hat), tasks=len(usable)
+    )

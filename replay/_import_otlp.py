@@ -1,0 +1,292 @@
+"""OTLP JSON files: spans in the OTLP/HTTP JSON encoding, from any OpenTelemetry exporter.
+
+A file holds one `ExportTraceServiceRequest` as JSON, or JSON Lines with one request per line
+(what the OpenTelemetry collector's file exporter writes). Per the OTLP specification, trace
+and span ids are hex and 64-bit integers are strings; ids in base64 (what protobuf's own JSON
+mapping, `MessageToDict`, writes) are accepted too, as are enum names for the status code.
+Resource attributes (`service.name`, `openinference.project.name`, …) join each span's
+attributes, which win on a clash. The OTLP span kind (INTERNAL, SERVER, …) and the
+instrumentation scope are not kept: OpenInference's `openinference.span.kind` is the kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from opentelemetry.sdk.trace import ReadableSpan
+
+from replay._importers import importer
+from replay._openinference import (
+    SpanEvent,
+    SpanRecord,
+    StatusCode,
+    rows_from_spans,
+    time_from_nanos,
+)
+from replay._schema import TraceTableError, build_table
+
+SOURCE = "otlp"
+
+_STATUS: dict[Any, StatusCode] = {
+    0: "UNSET",
+    1: "OK",
+    2: "ERROR",
+    "STATUS_CODE_UNSET": "UNSET",
+    "STATUS_CODE_OK": "OK",
+    "STATUS_CODE_ERROR": "ERROR",
+}
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+@importer("otlp-json")
+def read_otlp_json(path: Path) -> pa.Table:
+    """Read an OTLP JSON (or JSON Lines) file of spans into a trace table.
+
+    Args:
+        path: The file.
+
+    Returns:
+        One row per span, with source "otlp".
+
+    Raises:
+        TraceTableError: The file is not OTLP JSON; the message names the file, the line and
+            the span.
+    """
+    spans: list[SpanRecord] = []
+    for where, request in _requests(path):
+        spans.extend(_request_spans(request, where))
+    try:
+        return build_table(rows_from_spans(spans, source=SOURCE))
+    except TraceTableError as exc:
+        raise TraceTableError(f"{path}: {exc}") from exc
+
+
+def otlp_json_from_spans(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """OpenTelemetry SDK spans as one OTLP JSON `ExportTraceServiceRequest`, with hex ids.
+
+    Args:
+        spans: Finished spans (e.g. from an `InMemorySpanExporter`).
+
+    Returns:
+        The request as a JSON-ready dict: `json.dumps` it to write an `otlp-json` file.
+    """
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    request: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    # protobuf's JSON mapping writes bytes as base64; OTLP/HTTP JSON wants ids in hex.
+    for _, span in _spans(request):
+        for item in (span, *span.get("links", ())):
+            for key in _ID_FIELDS:
+                if item.get(key):
+                    item[key] = base64.b64decode(item[key]).hex()
+    return request
+
+
+def _requests(path: Path) -> list[tuple[str, Any]]:
+    """The requests in a file, each with where it came from (the file, and the line)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceTableError(f"{path}: not UTF-8 text ({exc.reason}); expected OTLP JSON") from exc
+    if not text.strip():
+        raise TraceTableError(f"{path}: the file is empty; expected OTLP JSON")
+    try:
+        return [(str(path), json.loads(text))]
+    except json.JSONDecodeError as whole:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if not _parses(lines[0][1]):
+            raise TraceTableError(
+                f"{path}: not JSON ({whole.msg} at line {whole.lineno}, column {whole.colno}); "
+                "expected an OTLP ExportTraceServiceRequest, or one per line"
+            ) from whole
+    requests = []
+    for number, line in lines:
+        try:
+            requests.append((f"{path}, line {number}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise TraceTableError(
+                f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno}); "
+                "expected one OTLP ExportTraceServiceRequest per line"
+            ) from exc
+    return requests
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _request_spans(request: Any, where: str) -> Iterator[SpanRecord]:
+    if not isinstance(request, dict) or not isinstance(request.get("resourceSpans"), list):
+        raise TraceTableError(
+            f"{where}: no 'resourceSpans' list; expected an OTLP ExportTraceServiceRequest "
+            "in JSON (resourceSpans[].scopeSpans[].spans[])"
+        )
+    for i, resource_spans in enumerate(request["resourceSpans"]):
+        at = f"{where}: resourceSpans[{i}]"
+        spans = list(_scope_spans(resource_spans, at))
+        resource = (resource_spans.get("resource") or {}).get("attributes")
+        attributes = _attributes(resource, f"{at}.resource")
+        for location, span in spans:
+            yield _span(span, attributes, location)
+
+
+def _spans(request: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every span of a well-formed request."""
+    for resource_spans in request.get("resourceSpans", ()):
+        yield from _scope_spans(resource_spans, "resourceSpans")
+
+
+def _scope_spans(resource_spans: Any, at: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The spans of one `resourceSpans` entry, with their location (`…scopeSpans[1].spans[2]`)."""
+    for j, scope_spans in enumerate(_list(resource_spans, "scopeSpans", at)):
+        at_scope = f"{at}.scopeSpans[{j}]"
+        for k, span in enumerate(_list(scope_spans, "spans", at_scope)):
+            if not isinstance(span, dict):
+                raise TraceTableError(f"{at_scope}.spans[{k}]: not a JSON object")
+            yield f"{at_scope}.spans[{k}]", span
+
+
+def _list(data: Any, key: str, where: str) -> list[Any]:
+    if not isinstance(data, dict):
+        raise TraceTableError(f"{where}: not a JSON object")
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise TraceTableError(f"{where}: {key!r} is not a list")
+    return value
+
+
+def _span(data: dict[str, Any], resource: dict[str, Any], where: str) -> SpanRecord:
+    status = data.get("status") or {}
+    code = status.get("code", 0)
+    if code not in _STATUS:
+        raise TraceTableError(f"{where}: status code {code!r} is not 0, 1, 2 or a STATUS_CODE_*")
+    return SpanRecord(
+        trace_id=_required_id(data, "traceId", 16, where),
+        span_id=_required_id(data, "spanId", 8, where),
+        parent_span_id=_id(data, "parentSpanId", 8, where),
+        name=str(data.get("name", "")),
+        start_time=_time(data, "startTimeUnixNano", where),
+        end_time=_time(data, "endTimeUnixNano", where),
+        status_code=_STATUS[code],
+        status_message=status.get("message") or None,
+        attributes={**resource, **_attributes(data.get("attributes"), where)},
+        events=tuple(
+            _event(event, f"{where}.events[{n}]")
+            for n, event in enumerate(_list(data, "events", where))
+        ),
+    )
+
+
+def _event(data: Any, where: str) -> SpanEvent:
+    if not isinstance(data, dict):
+        raise TraceTableError(f"{where}: not a JSON object")
+    return SpanEvent(
+        name=str(data.get("name", "")),
+        time=_time(data, "timeUnixNano", where),
+        attributes=_attributes(data.get("attributes"), where),
+    )
+
+
+def _required_id(data: dict[str, Any], key: str, size: int, where: str) -> str:
+    identifier = _id(data, key, size, where)
+    if identifier is None:
+        raise TraceTableError(
+            f"{where}: no {key!r}" if not data.get(key) else f"{where}: {key} is 0"
+        )
+    return identifier
+
+
+def _id(data: dict[str, Any], key: str, size: int, where: str) -> str | None:
+    """An id as lowercase hex, from hex (the OTLP spec) or base64 (protobuf's JSON mapping).
+
+    A missing, empty or all-zero id is None: a root span has no parent.
+    """
+    value = data.get(key)
+    raw = _id_bytes(str(value), size) if value else b""
+    if value and len(raw) != size:
+        raise TraceTableError(
+            f"{where}: {key} {value!r} is neither {2 * size} hex digits nor base64 of {size} bytes"
+        )
+    return raw.hex() if raw.strip(b"\0") else None
+
+
+def _id_bytes(text: str, size: int) -> bytes:
+    if len(text) == 2 * size:
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            pass
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def _time(data: dict[str, Any], key: str, where: str) -> Any:
+    value = data.get(key)
+    try:
+        nanos = int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        raise TraceTableError(f"{where}: {key} {value!r} is not a number of nanoseconds") from None
+    return time_from_nanos(nanos) if nanos else None
+
+
+def _attributes(items: Any, where: str) -> dict[str, Any]:
+    """OTLP key-value pairs as a dict; pairs without a value are left out."""
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise TraceTableError(f"{where}: 'attributes' is not a list")
+    attributes = {}
+    for item in items:
+        if not isinstance(item, dict) or "key" not in item:
+            raise TraceTableError(f"{where}: attribute {item!r} has no 'key'")
+        value = _value(item.get("value"), f"{where}: attribute {item['key']!r}")
+        if value is not None:
+            attributes[str(item["key"])] = value
+    return attributes
+
+
+def _value(data: Any, where: str) -> Any:
+    """An OTLP AnyValue as a Python value (None for an empty one)."""
+    if not isinstance(data, dict) or not data:
+        return None
+    kind, value = next(iter(data.items()))
+    decode = _DECODERS.get(kind)
+    if decode is None:
+        raise TraceTableError(f"{where}: unknown value type {kind!r}")
+    try:
+        return decode(value, where)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise TraceTableError(f"{where}: {kind} {value!r} is not valid ({exc})") from exc
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    return [_value(item, where) for item in value.get("values", [])]
+
+
+def _kvlist(value: Any, where: str) -> dict[str, Any]:
+    return _attributes(value.get("values", []), where)
+
+
+_DECODERS: dict[str, Callable[[Any, str], Any]] = {
+    "stringValue": lambda value, _: str(value),
+    "boolValue": lambda value, _: bool(value),
+    "intValue": lambda value, _: int(value),
+    "doubleValue": lambda value, _: float(value),
+    "bytesValue": lambda value, _: str(value),
+    "arrayValue": _array,
+    "kvlistValue": _kvlist,
+}

@@ -1,0 +1,264 @@
+"""The trace table: the one data model that everything scores, stores and compares.
+
+One row per span, in the OpenInference vocabulary, whatever produced it: our harness, Phoenix,
+OTLP files, or another team's agent (tau-bench, tau2-bench, SWE-agent, OpenAI message lists).
+Column names are the constants below; the schema has a version, kept in the Arrow schema's
+metadata and checked on read.
+
+Conventions every producer follows:
+- a turn is one AGENT span (the root of its trace) and everything under it; `turn_index` orders
+  the turns of a session; `iteration` numbers the model calls within a turn (1, 2, …) and is set
+  on LLM spans and on the TOOL spans that call asked for;
+- `tool_args` is canonical JSON (sorted keys, no spaces), computed once when the row is built;
+- what a source does not have stays null: no invented timestamps, tokens or outcomes;
+- the AGENT row carries the turn's outcome where the source has one: `stop_reason`, `reward`
+  (the source's own judgement, e.g. tau-bench's), `task_id` and `trial` for repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness import PlangateError, canonical_json
+
+SCHEMA_NAME = "plangate.trace_table"
+SCHEMA_VERSION = 1
+
+SESSION_ID = "session_id"
+TURN_INDEX = "turn_index"
+TRACE_ID = "trace_id"
+SPAN_ID = "span_id"
+PARENT_SPAN_ID = "parent_span_id"
+SPAN_KIND = "span_kind"
+NAME = "name"
+START_TIME = "start_time"
+END_TIME = "end_time"
+STATUS_CODE = "status_code"
+STATUS_MESSAGE = "status_message"
+ITERATION = "iteration"
+TOOL_NAME = "tool_name"
+TOOL_CALL_ID = "tool_call_id"
+TOOL_ARGS = "tool_args"
+TOOL_OUTPUT = "tool_output"
+MODEL_NAME = "model_name"
+TOKENS_PROMPT = "tokens_prompt"
+TOKENS_COMPLETION = "tokens_completion"
+INPUT_VALUE = "input_value"
+OUTPUT_VALUE = "output_value"
+PLAN = "plan"
+EVENTS = "events"
+ATTRIBUTES = "attributes"
+SOURCE = "source"
+VARIANT = "variant"
+STOP_REASON = "stop_reason"
+REWARD = "reward"
+TASK_ID = "task_id"
+TRIAL = "trial"
+
+SPAN_KINDS = frozenset(
+    {"AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
+     "EVALUATOR", "PROMPT", "DECISION", "UNKNOWN"}
+)  # fmt: skip
+"""OpenInference span kinds."""
+STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
+
+_TIME = pa.timestamp("us", tz="UTC")
+
+SCHEMA = pa.schema(
+    [
+        pa.field(SESSION_ID, pa.string(), nullable=False),
+        pa.field(TURN_INDEX, pa.int32(), nullable=False),
+        pa.field(TRACE_ID, pa.string(), nullable=False),
+        pa.field(SPAN_ID, pa.string(), nullable=False),
+        pa.field(PARENT_SPAN_ID, pa.string()),
+        pa.field(SPAN_KIND, pa.string(), nullable=False),
+        pa.field(NAME, pa.string(), nullable=False),
+        pa.field(START_TIME, _TIME),
+        pa.field(END_TIME, _TIME),
+        pa.field(STATUS_CODE, pa.string(), nullable=False),
+        pa.field(STATUS_MESSAGE, pa.string()),
+        pa.field(ITERATION, pa.int32()),
+        pa.field(TOOL_NAME, pa.string()),
+        pa.field(TOOL_CALL_ID, pa.string()),
+        pa.field(TOOL_ARGS, pa.string()),
+        pa.field(TOOL_OUTPUT, pa.string()),
+        pa.field(MODEL_NAME, pa.string()),
+        pa.field(TOKENS_PROMPT, pa.int64()),
+        pa.field(TOKENS_COMPLETION, pa.int64()),
+        pa.field(INPUT_VALUE, pa.string()),
+        pa.field(OUTPUT_VALUE, pa.string()),
+        pa.field(PLAN, pa.string()),
+        pa.field(EVENTS, pa.string()),
+        pa.field(ATTRIBUTES, pa.string()),
+        pa.field(SOURCE, pa.string(), nullable=False),
+        pa.field(VARIANT, pa.string()),
+        pa.field(STOP_REASON, pa.string()),
+        pa.field(REWARD, pa.float64()),
+        pa.field(TASK_ID, pa.string()),
+        pa.field(TRIAL, pa.int32()),
+    ],
+    metadata={"plangate.schema": SCHEMA_NAME, "plangate.version": str(SCHEMA_VERSION)},
+)
+"""The trace table's Arrow schema."""
+
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+
+
+class TraceTableError(PlangateError):
+    """A trace table (or a file that should hold one) is not valid; the message says where."""
+
+
+def canonical_arguments(arguments: Any) -> str:
+    """Canonical JSON of call arguments given as a JSON text or a parsed value.
+
+    Text that is not valid JSON is kept as it is: it is still a stable key for comparing calls.
+    """
+    if isinstance(arguments, str):
+        text: str = arguments
+        try:
+            arguments = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            return text
+    return canonical_json(arguments)
+
+
+def build_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """A trace table from row mappings (missing columns are null), checked against the schema."""
+    rows = list(rows)
+    columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
+    try:
+        table = pa.Table.from_pydict(columns, schema=SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise TraceTableError(f"rows do not fit the trace table: {_locate(rows, exc)}") from exc
+    validate_table(table)
+    return table
+
+
+def _locate(rows: list[Mapping[str, Any]], exc: Exception) -> str:
+    """Find the first row and column that the schema rejects, to say exactly where."""
+    for name in COLUMNS:
+        field_type = SCHEMA.field(name).type
+        for index, row in enumerate(rows):
+            value = row.get(name)
+            if value is None:
+                continue
+            try:
+                pa.array([value], type=field_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+                return f"row {index}, column {name!r}: {value!r} is not {field_type}"
+    return str(exc)
+
+
+def empty_table() -> pa.Table:
+    """A trace table with no rows."""
+    return SCHEMA.empty_table()
+
+
+def validate_table(table: pa.Table, where: str = "trace table") -> None:
+    """Check a table's columns, types and values; the error names the column and the row."""
+    missing = [name for name in COLUMNS if name not in table.column_names]
+    if missing:
+        raise TraceTableError(f"{where}: missing columns {missing}; expected {list(COLUMNS)}")
+    for name in COLUMNS:
+        expected = SCHEMA.field(name)
+        actual = table.schema.field(name).type
+        if actual != expected.type:
+            raise TraceTableError(f"{where}: column {name!r} is {actual}, expected {expected.type}")
+        if not expected.nullable and table.column(name).null_count:
+            row = table.column(name).to_pylist().index(None)
+            raise TraceTableError(f"{where}: row {row}, column {name!r} is null; it is required")
+    _check_values(table, SPAN_KIND, SPAN_KINDS, where)
+    _check_values(table, STATUS_CODE, STATUS_CODES, where)
+    _check_unique_spans(table, where)
+
+
+def _check_values(table: pa.Table, column: str, allowed: frozenset[str], where: str) -> None:
+    values = table.column(column)
+    if len(values) == 0:
+        return
+    ok = pc.is_in(values, value_set=pa.array(sorted(allowed)))
+    if not pc.all(ok).as_py():
+        index = pc.index(ok, False).as_py()
+        choices = ", ".join(sorted(allowed))
+        raise TraceTableError(
+            f"{where}: row {index}, column {column!r} is {values[index].as_py()!r}; "
+            f"allowed: {choices}"
+        )
+
+
+def _check_unique_spans(table: pa.Table, where: str) -> None:
+    keys = pc.binary_join_element_wise(table.column(TRACE_ID), table.column(SPAN_ID), "/")
+    if pc.count_distinct(keys).as_py() == len(keys):
+        return
+    seen: dict[str, int] = {}
+    for index, key in enumerate(keys.to_pylist()):
+        if key in seen:
+            raise TraceTableError(
+                f"{where}: rows {seen[key]} and {index} have the same trace_id/span_id {key!r}"
+            )
+        seen[key] = index
+
+
+def write_table(table: pa.Table, path: str | Path) -> Path:
+    """Write a trace table as Parquet, atomically: a temporary file, then a rename."""
+    validate_table(table)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(handle)
+    try:
+        pq.write_table(table.replace_schema_metadata(SCHEMA.metadata), temporary)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """Read and check a trace table written by `write_table` (or any producer of the schema)."""
+    source = Path(path)
+    try:
+        table = pq.read_table(source)
+    except FileNotFoundError as exc:
+        raise TraceTableError(f"{source}: no such file") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceTableError(f"{source}: not a Parquet file ({exc})") from exc
+    metadata = table.schema.metadata or {}
+    version = metadata.get(b"plangate.version")
+    if version is not None and int(version) > SCHEMA_VERSION:
+        raise TraceTableError(
+            f"{source}: trace table schema version {int(version)} is newer than this plangate "
+            f"understands ({SCHEMA_VERSION}); upgrade plangate"
+        )
+    validate_table(table, str(source))
+    return table.replace_schema_metadata(SCHEMA.metadata)
+
+
+def concat_tables(tables: Iterable[pa.Table]) -> pa.Table:
+    """Several trace tables as one."""
+    parts = list(tables)
+    return pa.concat_tables(parts) if parts else empty_table()
+
+
+def to_utc(value: datetime | float | int | str | None) -> datetime | None:
+    """A timestamp as an aware UTC datetime: from a datetime, epoch seconds or ISO 8601 text."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), tz=UTC)
+    text = value.strip().replace("Z", "+00:00")
+    parsed = datetime.fromisoformat(text)
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
