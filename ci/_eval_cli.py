@@ -5,19 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-from evaluators import EvaluatorError, RubricSet, evaluate, evaluators, load_rubrics, repeat_scores
-from replay import TraceTableError, import_formats, import_traces, read_table, write_table
+    from evaluators import RubricSet
+
+# pandas and pyarrow are imported by the commands that need them, not by `plangate run`.
+MAX_FAILURES = 20
+"""Failing turns listed in the summary (all are in the scores table)."""
+IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
 
 
 def add_commands(commands: Any) -> None:
     """Add `import` and `eval` to the `plangate` subcommands."""
     importing = commands.add_parser("import", help="other agents' traces into a trace table")
-    importing.add_argument("format", help=f"one of: {', '.join(import_formats())}")
+    importing.add_argument("format", help=f"one of: {', '.join(IMPORT_FORMATS)}")
     importing.add_argument("paths", nargs="+", metavar="PATH", help="files to import")
     importing.add_argument("-o", "--output", required=True, metavar="TABLE.parquet")
 
@@ -38,9 +42,13 @@ def add_commands(commands: Any) -> None:
 
 def run_import(args: argparse.Namespace) -> int:
     """`plangate import FORMAT PATH... -o TABLE`."""
+    import pyarrow.compute as pc
+
+    from replay import import_traces, write_table
+
     table = import_traces(args.format, args.paths)
     write_table(table, args.output)
-    turns = table.filter(pa.compute.equal(table["span_kind"], "AGENT")).num_rows
+    turns = table.filter(pc.equal(table["span_kind"], "AGENT")).num_rows
     sessions = len(set(table["session_id"].to_pylist()))
     print(f"{args.output}: {table.num_rows} spans, {turns} turns, {sessions} sessions")
     return 0
@@ -48,12 +56,14 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`."""
+    from evaluators import evaluate
+    from replay import read_table, write_parquet
+
     table = read_table(args.table)
     rubrics = _rubrics(args.rubric)
     scores = evaluate(table, rubrics, names=args.evaluator, params=_params(args.param))
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(scores, args.output)
+        write_parquet(scores, args.output)
     summary = summarize(scores)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -63,6 +73,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _rubrics(path: str | None) -> RubricSet | None:
+    from evaluators import load_rubrics
+    from replay import TraceTableError
+
     if path is None:
         return None
     if Path(path).is_dir():
@@ -71,6 +84,8 @@ def _rubrics(path: str | None) -> RubricSet | None:
 
 
 def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    from evaluators import EvaluatorError, evaluators
+
     params: dict[str, dict[str, Any]] = {}
     known = evaluators()
     for pair in pairs:
@@ -91,6 +106,8 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
 
 def summarize(scores: pa.Table) -> dict[str, Any]:
     """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
+    from evaluators import repeat_scores
+
     frame = scores.to_pandas()
     rows = []
     for name, group in frame.groupby("evaluator", sort=True):
@@ -105,7 +122,21 @@ def summarize(scores: pa.Table) -> dict[str, Any]:
                 "mean_score": None if mean != mean else float(mean),
             }
         )
-    summary: dict[str, Any] = {"evaluators": rows}
+    failed = frame[~frame["passed"]].sort_values(["evaluator", "session_id", "turn_index"])
+    summary: dict[str, Any] = {
+        "evaluators": rows,
+        "failures": [
+            {
+                "session_id": r.session_id,
+                "turn_index": int(r.turn_index),
+                "evaluator": r.evaluator,
+                "label": r.label,
+                "explanation": r.explanation,
+            }
+            for r in failed.head(MAX_FAILURES).itertuples(index=False)
+        ],
+        "failures_total": len(failed),
+    }
     if "task_completion" in set(frame["evaluator"]):
         summary["repeats"] = [
             {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
@@ -130,6 +161,18 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
             f"{row['pass_rate']:.1%}", mean,
         )  # fmt: skip
     console.print(table)
+    if summary["failures"]:
+        failures = Table(
+            title=f"failing turns ({len(summary['failures'])} of {summary['failures_total']})",
+            title_justify="left",
+        )
+        for column in ("evaluator", "session", "turn", "label", "explanation"):
+            failures.add_column(column, overflow="fold")
+        for f in summary["failures"]:
+            failures.add_row(
+                f["evaluator"], f["session_id"], str(f["turn_index"]), f["label"], f["explanation"]
+            )
+        console.print(failures)
     repeats = summary.get("repeats", [])
     if len(repeats) > 1:
         grid = Table(title="task completion across repeats", title_justify="left")

@@ -157,6 +157,11 @@ class RubricSet:
     turns: Mapping[tuple[str, int], Rubric] = field(default_factory=dict)
     """Per (session_id, turn_index)."""
 
+    def uses(self, field_name: str) -> bool:
+        """Whether any rubric of the set sets `field_name` (lets evaluators skip work)."""
+        rubrics = [self.default, *self.turns.values()]
+        return any(r is not None and getattr(r, field_name) for r in rubrics)
+
     def lookup(self, session_id: str, turn_index: int) -> Rubric | None:
         """The rubric of one turn (its own, else the default, else None)."""
         return self.turns.get((session_id, turn_index), self.default)

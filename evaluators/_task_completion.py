@@ -51,15 +51,17 @@ def task_completion(
     frame: TraceFrame, rubrics: RubricSet, reward_threshold: float = 1.0
 ) -> pd.DataFrame:
     """Did the turn finish with every plan item closed and its rubric met (or source reward)."""
-    plans = frame.spans[frame.spans["plan"].notna()].groupby(TURN_KEY, sort=False)["plan"].last()
-    calls = _calls_by_turn(frame)
+    last = frame.spans[frame.spans["plan"].notna()].groupby(TURN_KEY, sort=False)["plan"].last()
+    plans = {(str(s), int(t)): p for (s, t), p in last.items()}
+    needs_calls = rubrics.uses("required_tools") or rubrics.uses("forbidden_tools")
+    calls = _calls_by_turn(frame) if needs_calls else {}
     rows = []
     for turn in frame.turns.itertuples(index=False):
         key = (turn.session_id, int(turn.turn_index))
         if not _missing(turn.reward):
             rows.append(_from_reward(key, float(turn.reward), str(turn.source), reward_threshold))
             continue
-        plan = json.loads(plans[key]) if key in plans.index else None
+        plan = json.loads(plans[key]) if key in plans else None
         checks = _judge(turn, plan, calls.get(key, []), rubrics.lookup(*key))
         rows.append(_row(key, checks, plan))
     return pd.DataFrame(

@@ -85,6 +85,9 @@ def trajectory_match(
         One row per turn.
     """
     ignored = frozenset(ignore_tools)
+    if not rubrics.uses("required_tools"):  # nothing to compare: skip parsing every call
+        keys = frame.turns[TURN_KEY].itertuples(index=False)
+        return pd.DataFrame([_row((str(s), int(t)), None, [], 0) for s, t in keys], columns=COLUMNS)
     calls = _calls_by_turn(frame, ignored)
     rows = []
     for session_id, turn_index in frame.turns[TURN_KEY].itertuples(index=False):

@@ -18,6 +18,7 @@ from replay._schema import (
     read_table,
     to_utc,
     validate_table,
+    write_parquet,
     write_table,
 )
 
@@ -44,5 +45,6 @@ __all__ = [
     "to_utc",
     "trace_table_provider",
     "validate_table",
+    "write_parquet",
     "write_table",
 ]

@@ -212,12 +212,17 @@ def _check_unique_spans(table: pa.Table, where: str) -> None:
 def write_table(table: pa.Table, path: str | Path) -> Path:
     """Write a trace table as Parquet, atomically: a temporary file, then a rename."""
     validate_table(table)
+    return write_parquet(table.replace_schema_metadata(SCHEMA.metadata), path)
+
+
+def write_parquet(table: pa.Table, path: str | Path) -> Path:
+    """Write any Arrow table as Parquet atomically: an existing file is replaced whole or kept."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(handle)
     try:
-        pq.write_table(table.replace_schema_metadata(SCHEMA.metadata), temporary)
+        pq.write_table(table, temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tests.bench import bench_loop
+from tests.bench import bench_evaluators, bench_loop
 from tests.bench.bench_loop import Result
 
 TARGET_US = 150
@@ -42,7 +42,27 @@ def table(results: list[Result]) -> Table:
     return grid
 
 
-def write(results: list[Result], pydantic_ai: str | None, load: float) -> None:
+def evaluator_table(results: list[bench_evaluators.Timing]) -> Table:
+    """The evaluator timings as a table."""
+    calls = bench_evaluators.TURNS * bench_evaluators.CALLS_PER_TURN
+    grid = Table(title=f"Evaluators on {bench_evaluators.TURNS:,} turns, {calls:,} tool calls")
+    grid.add_column("step")
+    grid.add_column("seconds", justify="right")
+    grid.add_column("rows", justify="right")
+    grid.add_column("rows/s", justify="right")
+    for result in results:
+        grid.add_row(
+            result.name, f"{result.seconds:.3f}", f"{result.rows:,}", f"{result.per_second:,.0f}"
+        )
+    return grid
+
+
+def write(
+    results: list[Result],
+    pydantic_ai: str | None,
+    load: float,
+    evaluator_results: list[bench_evaluators.Timing] | None = None,
+) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
     report = {
@@ -54,6 +74,10 @@ def write(results: list[Result], pydantic_ai: str | None, load: float) -> None:
         "model_calls_per_run": bench_loop.MODEL_CALLS,
         "target_us_per_iteration_traced": TARGET_US,
         "results": [result.as_dict() for result in results],
+        "evaluators": [
+            {"name": r.name, "seconds": round(r.seconds, 4), "rows": r.rows}
+            for r in evaluator_results or []
+        ],
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -78,7 +102,9 @@ def main() -> None:
     )
     console.print(f"load average before the run: {load[0]:.2f} (1 min) on {os.cpu_count()} CPUs")
     console.print(f"target: ≤{TARGET_US} µs per iteration with tracing on")
-    write(results, pydantic_ai, load[0])
+    evaluator_results = bench_evaluators.run_all()
+    console.print(evaluator_table(evaluator_results))
+    write(results, pydantic_ai, load[0], evaluator_results)
     console.print(f"written to {OUT}")
 
 

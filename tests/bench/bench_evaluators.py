@@ -1,0 +1,135 @@
+"""Evaluators at scale: a synthetic trace table of 200,000 tool calls.
+
+Measures, on the same table: canonicalizing every call's JSON arguments (what an importer pays
+once per row), detecting identical-call runs on the already canonical column (what the loop
+detector pays), importing the table into the evaluators' frame, and each evaluator. Whole-table
+timings with `perf_counter`, best of a few repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from evaluators import evaluate, evaluators, prepare
+from harness import call_runs
+from replay import SCHEMA, canonical_arguments, validate_table
+
+TURNS = 10_000
+CALLS_PER_TURN = 20
+REPEATS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """One measured step."""
+
+    name: str
+    seconds: float
+    rows: int
+
+    @property
+    def per_second(self) -> float:
+        """Rows handled per second."""
+        return self.rows / self.seconds if self.seconds else float("inf")
+
+
+def synthetic_table(
+    turns: int = TURNS, calls: int = CALLS_PER_TURN, seed: int = 7
+) -> tuple[pa.Table, list[str]]:
+    """A trace table of `turns` turns with `calls` tool calls each (plus AGENT and LLM rows).
+
+    Some turns loop (one call repeated), some alternate, and every fifth has a todo plan.
+    Returns the table and the raw (non-canonical) argument texts of its calls.
+    """
+    rng = np.random.default_rng(seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    columns: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+    raw: list[str] = []
+
+    def add(**values: Any) -> None:
+        for name in SCHEMA.names:
+            columns[name].append(values.get(name))
+
+    for t in range(turns):
+        session, trace = f"s{t // 4}", f"t{t}"
+        loop_from = int(rng.integers(0, calls)) if t % 7 == 0 else None
+        add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-a", span_kind="AGENT",
+            name="agent.turn", status_code="OK", source="bench", start_time=start, stop_reason="finished",
+            end_time=start + timedelta(seconds=2 * calls + 1))  # fmt: skip
+        for c in range(calls):
+            arguments = {
+                "query": f"q{c if loop_from is None or c < loop_from else loop_from}",
+                "limit": 10,
+            }
+            text = (
+                json.dumps(arguments)
+                if c % 2
+                else json.dumps(dict(reversed(arguments.items())), indent=1)
+            )
+            raw.append(text)
+            at = start + timedelta(seconds=2 * c)
+            plan = (
+                json.dumps([{"id": "1", "text": "work", "status": "in_progress"}])
+                if t % 5 == 0 and c == 0
+                else None
+            )
+            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-l{c}", span_kind="LLM",
+                name="llm.call", status_code="OK", source="bench", iteration=c + 1, start_time=at,
+                end_time=at + timedelta(seconds=1), tokens_prompt=500, tokens_completion=20, parent_span_id=f"{trace}-a")  # fmt: skip
+            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-c{c}", span_kind="TOOL",
+                name="tool.search", status_code="OK", source="bench", iteration=c + 1, tool_name="search",
+                tool_args=canonical_arguments(text), start_time=at + timedelta(seconds=1),
+                end_time=at + timedelta(seconds=2), plan=plan, parent_span_id=f"{trace}-a")  # fmt: skip
+    table = pa.Table.from_pydict(columns, schema=SCHEMA)
+    validate_table(table)
+    return table, raw
+
+
+def best(step: Callable[[], Any], repeats: int = REPEATS) -> float:
+    """Best wall time of `repeats` runs of `step` (seconds)."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
+def run_all() -> list[Timing]:
+    """Every measurement on the synthetic table."""
+    table, raw = synthetic_table()
+    tools = table.filter(pa.compute.equal(table["span_kind"], "TOOL"))
+    keys = (
+        pa.compute.binary_join_element_wise(tools["tool_name"], tools["tool_args"], " ")
+    ).to_numpy(zero_copy_only=False)
+    groups = pa.compute.binary_join_element_wise(
+        tools["session_id"], tools["trace_id"], "/"
+    ).to_numpy(zero_copy_only=False)
+    calls = tools.num_rows
+    results = [
+        Timing(
+            "canonicalize raw arguments (per row)",
+            best(lambda: [canonical_arguments(r) for r in raw]),
+            calls,
+        ),
+        Timing("detect runs on the canonical column", best(lambda: call_runs(keys, groups)), calls),
+        Timing("prepare the evaluators' frame", best(lambda: prepare(table)), table.num_rows),
+    ]
+    for name in sorted(evaluators()):
+        results.append(
+            Timing(
+                f"evaluator {name}",
+                best(lambda n=name: evaluate(table, names=[n]), 1),
+                table.num_rows,
+            )
+        )
+    results.append(Timing("all evaluators", best(lambda: evaluate(table), 1), table.num_rows))
+    return results

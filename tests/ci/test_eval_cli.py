@@ -1,0 +1,160 @@
+"""`plangate import` and `plangate eval`, run as a user would run them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+
+def plangate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path: Path) -> None:
+    table = tmp_path / "tau.parquet"
+    done = plangate(
+        "import", "tau-bench", str(corpus / "tau-bench" / "gpt-4o-airline.json"), "-o", str(table)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "200 turns, 200 sessions" in done.stdout
+
+    scores = tmp_path / "scores.parquet"
+    done = plangate("eval", str(table), "-o", str(scores), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    hats = [round(r["pass_hat_k"], 3) for r in summary["repeats"]]
+    assert hats == [0.42, 0.273, 0.22, 0.2]
+    names = {row["evaluator"] for row in summary["evaluators"]}
+    assert names == {
+        "task_completion",
+        "plan_adherence",
+        "tool_call_loops",
+        "latency",
+        "trajectory_match",
+    }
+    written = pq.read_table(scores)
+    assert written.num_rows == 200 * 5
+    assert set(written.column_names) >= {
+        "session_id",
+        "turn_index",
+        "evaluator",
+        "version",
+        "score",
+        "passed",
+        "label",
+        "explanation",
+    }
+
+
+def test_eval_prints_a_table_and_honours_rubric_and_params(corpus: Path, tmp_path: Path) -> None:
+    table = tmp_path / "swe.parquet"
+    path = corpus / "swe-agent" / "trajectories" / "demonstrations" / "ctf" / "crypto" / "eps.traj"
+    assert plangate("import", "swe-agent", str(path), "-o", str(table)).returncode == 0
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('[default]\nforbidden_tools = ["submit"]\n')
+    done = plangate(
+        "eval",
+        str(table),
+        "--rubric",
+        str(rubric),
+        "--evaluator",
+        "task_completion",
+        "--evaluator",
+        "tool_call_loops",
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "task_completion" in done.stdout
+        and "tool_call_loops" in done.stdout
+        and "pass rate" in done.stdout
+    )
+    loose = plangate(
+        "eval",
+        str(table),
+        "--evaluator",
+        "tool_call_loops",
+        "--param",
+        "tool_call_loops.max_repeats=4",
+        "--json",
+    )
+    assert json.loads(loose.stdout)["evaluators"][0]["passed"] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["import", "tau3", "x.json", "-o", "t.parquet"],
+            "unknown import format 'tau3'; choose one of:",
+        ),
+        (["import", "tau-bench", "missing.json", "-o", "t.parquet"], "missing.json: no such file"),
+        (["eval", "missing.parquet"], "missing.parquet: no such file"),
+        (["eval", "TABLE", "--evaluator", "speed"], "unknown evaluator 'speed'; choose from:"),
+        (["eval", "TABLE", "--param", "loops=3"], "expected EVALUATOR.KEY=VALUE"),
+        (
+            ["eval", "TABLE", "--param", "tool_call_loops.max_loops=3"],
+            "evaluator 'tool_call_loops': bad parameters ['max_loops']",
+        ),
+        (["eval", "TABLE", "--rubric", "RUBRIC"], "unknown key 'forbiden_tools'"),
+        (["eval", "NOT_PARQUET"], "not a Parquet file"),
+    ],
+)
+def test_user_mistakes_exit_2_with_the_place_named(
+    args: list[str], needle: str, tmp_path: Path
+) -> None:
+    table = tmp_path / "t.parquet"
+    good = tmp_path / "conv.json"
+    good.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    )
+    assert plangate("import", "openai-messages", str(good), "-o", str(table)).returncode == 0
+    rubric = tmp_path / "r.json"
+    rubric.write_text('{"default": {"forbiden_tools": []}}')
+    junk = tmp_path / "junk.parquet"
+    junk.write_text("not parquet")
+    replaced = [
+        a.replace("TABLE", str(table))
+        .replace("RUBRIC", str(rubric))
+        .replace("NOT_PARQUET", str(junk))
+        for a in args
+    ]
+    done = plangate(*replaced)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_import_of_a_malformed_file_names_record_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "tau.json"
+    bad.write_text(json.dumps([{"task_id": 1, "trial": 0, "reward": 1.0, "info": {}}]))
+    out = tmp_path / "out.parquet"
+    done = plangate("import", "tau-bench", str(bad), "-o", str(out))
+    assert done.returncode == 2
+    assert str(bad) in done.stderr and "record 0" in done.stderr and "traj" in done.stderr
+    assert not out.exists()
+
+
+def test_the_help_lists_every_import_format() -> None:
+    from ci._eval_cli import IMPORT_FORMATS
+    from replay import import_formats
+
+    assert tuple(import_formats()) == IMPORT_FORMATS
+
+
+def test_plangate_run_does_not_pay_for_pandas() -> None:
+    code = "import sys; import ci; ci.main(['variants']); print('pandas' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
