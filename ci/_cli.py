@@ -13,11 +13,14 @@ import sys
 from collections.abc import Sequence
 
 from ci._eval_cli import add_commands, run_eval, run_import
+from ci._runs_cli import add_commands as add_run_commands
+from ci._runs_cli import run_plan, run_resume, run_runs
 from ci._telemetry import telemetry
 from harness import (
     BEHAVIOURS,
     Agent,
     PlangateError,
+    SessionStore,
     TurnResult,
     builtin_variants,
     domain_names,
@@ -48,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of a simulated model")
     run.add_argument("--session", default=None, help="session id (default: a random one)")
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--store", help="save the session here (SQLite) after every change")
     run.add_argument(
         "--otlp",
         metavar="URL",
@@ -60,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the simulated models")
 
     add_commands(commands)
+    add_run_commands(commands)
     commands.add_parser("variants", help="list the shipped harness variants")
     commands.add_parser("domains", help="list the demo domains")
     commands.add_parser("models", help="list the simulated models")
@@ -82,6 +87,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         "demo": _demo,
         "import": run_import,
         "eval": run_eval,
+        "runs": run_runs,
+        "plan": run_plan,
+        "resume": run_resume,
         "variants": _variants,
         "domains": _domains,
         "models": _models,
@@ -119,15 +127,30 @@ def _run(args: argparse.Namespace) -> int:
         tools=domain.make_tools,
         instructions=domain.instructions,
         tracer_provider=wiring.provider,
+        store=SessionStore(args.store) if args.store else None,
     )
+    metadata = {
+        "domain": domain.name,
+        "model": args.model,
+        "seed": args.seed,
+        "variant_source": args.variant,
+    }
     try:
-        result = asyncio.run(agent.session(args.session).run_turn(args.request))
+        session = agent.session(args.session, metadata=metadata)
+        result = asyncio.run(session.run_turn(args.request))
     finally:
         wiring.shutdown()
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print_trajectory(result)
+    if result.stop_reason == "awaiting_approval":
+        store = f" --store {args.store}" if args.store else ""
+        print(
+            f"paused for plan approval: `plangate plan {session.session_id}{store}`, then "
+            f"`plangate resume {session.session_id}{store} --approve | --plan FILE | --reject`",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

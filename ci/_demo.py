@@ -22,7 +22,7 @@ from harness import (
     load_variant,
 )
 
-DEMO_VARIANTS = ("naive", "todo-basic", "alyx", "harness-plan")
+DEMO_VARIANTS = ("naive", "todo-basic", "alyx", "harness-plan", "flux")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,7 +155,7 @@ def main_matrix(domain_names: Sequence[str], seed: int = 0) -> tuple[list[Cell],
 
     console = Console()
     if not console.is_terminal:
-        console = Console(width=170)  # logs and pipes: keep each row on one line
+        console = Console(width=200)  # logs and pipes: keep each row on one line
     cells = asyncio.run(run_matrix(domain_names, seed))
     all_hold = True
     for name in domain_names:

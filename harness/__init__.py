@@ -2,18 +2,11 @@
 
 from typing import TYPE_CHECKING, Any
 
-from harness._agent import (
-    Agent,
-    Event,
-    EventKind,
-    Session,
-    StopReason,
-    ToolCallRecord,
-    TurnResult,
-)
+from harness._agent import Agent, Session, SessionError
 from harness._context import build_context, system_prompt, written_tool_call
 from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain, register_domain
 from harness._errors import ConfigError, PlangateError
+from harness._features import Feature
 from harness._harness_plan import HarnessPlan
 from harness._loops import CallRun, Runs, call_key, call_runs, identical_runs, trailing_run
 from harness._messages import (
@@ -27,6 +20,8 @@ from harness._messages import (
     Usage,
     UserMessage,
     canonical_json,
+    message_from_dict,
+    message_to_dict,
 )
 from harness._model import Model, ModelError
 from harness._plan import (
@@ -43,10 +38,12 @@ from harness._plan import (
 from harness._scripted import FunctionModel, ScriptedModel, SeenRequest, UnexpectedModelCall
 from harness._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
 from harness._spec import model_from_spec
+from harness._store import SavedSession, SessionStore, StoreError
 from harness._todo import TodoList, todo_tools
 from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool, validate
 from harness._tracing import SessionTracing
 from harness._trigger import needs_plan, split_tasks
+from harness._turn import Event, EventKind, StopReason, ToolCallRecord, Turn, TurnResult
 from harness._variant import (
     GuardSettings,
     PlanSettings,
@@ -82,6 +79,7 @@ __all__ = [
     "ConfigError",
     "Domain",
     "Event",
+    "Feature",
     "EventKind",
     "FunctionModel",
     "GuardSettings",
@@ -98,10 +96,14 @@ __all__ = [
     "PlangateError",
     "ScriptedModel",
     "SeenRequest",
+    "SavedSession",
     "Session",
+    "SessionError",
+    "SessionStore",
     "SessionTracing",
     "SimulatedModel",
     "StopReason",
+    "StoreError",
     "SystemMessage",
     "TaskSpec",
     "TodoList",
@@ -112,6 +114,7 @@ __all__ = [
     "ToolMessage",
     "ToolResult",
     "ToolRetry",
+    "Turn",
     "TurnResult",
     "TurnSettings",
     "UnexpectedModelCall",
@@ -129,6 +132,8 @@ __all__ = [
     "incomplete",
     "is_open",
     "load_variant",
+    "message_from_dict",
+    "message_to_dict",
     "model_from_spec",
     "needs_plan",
     "parse_variant",

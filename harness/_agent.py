@@ -1,8 +1,11 @@
 """The reference planning agent: a small turn loop, and sessions that hold its state.
 
 The loop only orders the steps (limit → context → model → record → tools → decide); every
-pattern is a helper, a tool or a context section switched by the `Variant`. A turn always ends
-with a `TurnResult` that keeps the partial trajectory and names its stop reason.
+pattern is a helper, a tool, a context section or a `Feature` switched by the `Variant`. A turn
+always ends with a `TurnResult` that keeps the partial trajectory and names its stop reason.
+
+With a `SessionStore`, the session is saved after every change (each model reply, each tool
+call); a turn cut short by a crash, or paused for plan approval, resumes from there.
 """
 
 from __future__ import annotations
@@ -10,12 +13,17 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from opentelemetry.trace import TracerProvider
 
 from harness import _context as prompts
+from harness._dialects import make_plan, plan_tools, restore_plan
+from harness._errors import PlangateError
+from harness._feature_set import build_features
+from harness._features import Feature
 from harness._harness_plan import HarnessPlan
 from harness._loops import call_key, trailing_run
 from harness._messages import (
@@ -26,9 +34,10 @@ from harness._messages import (
     ToolCall,
     ToolDefinition,
     ToolMessage,
-    Usage,
     UserMessage,
     canonical_json,
+    message_from_dict,
+    message_to_dict,
 )
 from harness._model import Model, ModelError
 from harness._plan import (
@@ -40,7 +49,7 @@ from harness._plan import (
     snapshot,
     status_line,
 )
-from harness._todo import TodoList, todo_tools
+from harness._store import SessionStore, Status
 from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
 from harness._tracing import (
     ITERATIONS,
@@ -52,136 +61,25 @@ from harness._tracing import (
     SpanHandle,
 )
 from harness._trigger import needs_plan
+from harness._turn import (
+    CONTINUE,
+    Continue,
+    Event,
+    EventKind,
+    Outcome,
+    Stop,
+    ToolCallRecord,
+    Turn,
+    TurnResult,
+)
 from harness._variant import Variant
 
-StopReason = Literal[
-    "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"
-]
-"""Why a turn ended."""
-
-EventKind = Literal[
-    "plan_updated",
-    "planning_skipped",
-    "gate_bounce",
-    "gate_exhausted",
-    "nudge",
-    "continuation",
-    "loop_warning",
-    "loop_stop",
-    "iteration_warning",
-    "forced_finish",
-    "model_error",
-    "stop",
-]
-"""What the harness noticed or did during a turn."""
-
-FINISH = "finish"
+STATE_VERSION = 1
+REJECTED = "Plan was rejected during review."
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    """Something the harness noticed or did; also a span event on the turn's AGENT span."""
-
-    kind: EventKind
-    """What happened."""
-    iteration: int
-    """The model call it happened at (0: before the first)."""
-    detail: str = ""
-    """Evidence: the bounced items, the repeated call, the stop reason's detail."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallRecord:
-    """One tool call of a turn and how it went."""
-
-    iteration: int
-    """The model call that asked for it."""
-    id: str
-    """Call id."""
-    name: str
-    """Tool name."""
-    arguments: str
-    """Canonical JSON of the arguments (the raw text when it was not valid JSON)."""
-    status: Literal["ok", "error", "not_run"]
-    """`error` for a result the model should fix; `not_run` when the turn stopped first."""
-    content: str
-    """The result as the model saw it."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TurnResult:
-    """Everything about one finished (or stopped) turn."""
-
-    session_id: str
-    """The session."""
-    turn_index: int
-    """0 for the session's first turn."""
-    request: str
-    """The user's message."""
-    stop_reason: StopReason
-    """Why the turn ended."""
-    stop_detail: str
-    """More about the stop (the model error, the looping call)."""
-    answer: str
-    """The final text: the `finish` summary, or the reply that ended the turn."""
-    plan: tuple[PlanItem, ...]
-    """The plan at the end of the turn."""
-    tool_calls: tuple[ToolCallRecord, ...]
-    """Every tool call, in order."""
-    iterations: int
-    """Model calls made."""
-    events: tuple[Event, ...]
-    """What the harness noticed or did."""
-    messages: tuple[Message, ...]
-    """The turn's trajectory: the request and everything after it."""
-    usage: Usage
-    """Token counts summed over the turn."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able summary (what `plangate run --json` prints)."""
-        return {
-            "session_id": self.session_id,
-            "turn_index": self.turn_index,
-            "request": self.request,
-            "stop_reason": self.stop_reason,
-            "stop_detail": self.stop_detail,
-            "answer": self.answer,
-            "iterations": self.iterations,
-            "plan": [item.as_dict() for item in self.plan],
-            "tool_calls": [
-                {
-                    "name": c.name,
-                    "arguments": c.arguments,
-                    "status": c.status,
-                    "iteration": c.iteration,
-                }
-                for c in self.tool_calls
-            ],
-            "events": [
-                {"kind": e.kind, "iteration": e.iteration, "detail": e.detail} for e in self.events
-            ],
-            "usage": {
-                "prompt_tokens": self.usage.prompt_tokens,
-                "completion_tokens": self.usage.completion_tokens,
-            },
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stop:
-    """Decision: end the turn."""
-
-    reason: StopReason
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Continue:
-    """Decision: call the model again."""
-
-
-CONTINUE = Continue()
-Outcome = Stop | Continue
+class SessionError(PlangateError):
+    """A session cannot do what was asked in its state (e.g. resume a session that is idle)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +101,12 @@ class Agent:
     trace_messages: MessageDetail = "json"
     """LLM spans carry input messages as one JSON `input.value` (cheap), or `flat` as
     `llm.input_messages.*` attributes (costs one attribute per message field per call)."""
+    store: SessionStore | None = None
+    """Where sessions are saved after every change (None: not saved)."""
+    memory_dir: Path | None = None
+    """Folder of the per-user memory files (with `context.memory`)."""
+    skills: Sequence[Any] = ()
+    """Skills the agent can load on demand (with `context.skills`)."""
 
     def session(
         self,
@@ -211,37 +115,17 @@ class Agent:
         user_id: str = "user",
         metadata: dict[str, Any] | None = None,
     ) -> Session:
-        """Start a session (a conversation of one or more turns)."""
-        return Session(
-            self, session_id or f"session-{uuid.uuid4().hex[:12]}", user_id, metadata or {}
-        )
-
-
-@dataclass(slots=True, kw_only=True)
-class Turn:
-    """The mutable state of one running turn, owned by the loop."""
-
-    index: int
-    request: str
-    planning: bool
-    messages: list[Message] = field(default_factory=list)
-    iteration: int = 0
-    bounces: int = 0
-    forcing: bool = False
-    finished: bool = False
-    answer: str = ""
-    keys: list[str] = field(default_factory=list)
-    calls: list[ToolCallRecord] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    plan_snapshot: str = "[]"
-    system: SystemMessage = SystemMessage(content="")
-    offered: dict[str, Tool] = field(default_factory=dict)
-    definitions: list[ToolDefinition] = field(default_factory=list)
+        """A session: the saved one with this id when the store has it, else a new one."""
+        session_id = session_id or f"session-{uuid.uuid4().hex[:12]}"
+        session = Session(self, session_id, user_id, metadata or {})
+        saved = self.store.load(session_id) if self.store is not None else None
+        if saved is not None:
+            session.restore(saved.state)
+        return session
 
 
 class Session:
-    """One conversation: its history, its plan, its tools and its spans."""
+    """One conversation: its history, its plan, its tools, its features and its spans."""
 
     def __init__(
         self, agent: Agent, session_id: str, user_id: str, metadata: dict[str, Any]
@@ -249,43 +133,92 @@ class Session:
         self.agent = agent
         self.session_id = session_id
         self.user_id = user_id
+        self.metadata = metadata
         self.history: list[Message] = []
-        variant = agent.variant
-        self.todos: TodoList | None = (
-            TodoList(variant.plan.statuses) if variant.plan.dialect == "todo" else None
-        )
-        self.harness_plan: HarnessPlan | None = (
-            HarnessPlan() if variant.plan.dialect == "harness" else None
-        )
+        self.turns = 0
+        self.plan = make_plan(agent.variant.plan)
         self._work_tools = list(agent.tools())
-        self._plan_tools = (
-            todo_tools(self.todos, show_plan=variant.plan.message == "history")
-            if self.todos
-            else []
-        )
+        self._plan_tools = plan_tools(self.plan, agent.variant.plan, self._propose)
         self._finish = self._finish_tool()
         self.tracing = SessionTracing(
             agent.tracer_provider,
             session_id=session_id,
             user_id=user_id,
-            metadata={"variant": variant.name, **metadata},
+            metadata={"variant": agent.variant.name, **metadata},
             messages=agent.trace_messages,
         )
+        self.features: list[Feature] = build_features(self)
         self._turn: Turn | None = None
-        self.turns = 0
+        self._proposal: list[dict[str, Any]] | None = None
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def status(self) -> Status:
+        """`idle`, `running` (a turn was cut short) or `awaiting_approval`."""
+        if self._turn is None:
+            return "idle"
+        return "awaiting_approval" if self._proposal is not None else "running"
 
     def plan_items(self) -> tuple[PlanItem, ...]:
         """The plan as it stands (empty without a plan)."""
-        if self.todos is not None:
-            return self.todos.items()
-        if self.harness_plan is not None:
-            return self.harness_plan.items()
-        return ()
+        return self.plan.items() if self.plan is not None else ()
+
+    def proposed_plan(self) -> list[dict[str, Any]] | None:
+        """The plan awaiting approval, as the model wrote it (None when nothing waits)."""
+        return self._proposal
 
     async def run_turn(self, request: str) -> TurnResult:
-        """Run one turn of the conversation to its end and return what happened."""
-        with self.tracing.turn(self.turns, request, self.agent.name) as span:
-            turn = self._start(request)
+        """Run one turn of the conversation to its end (or to a pause) and return it."""
+        if self._turn is not None:
+            raise SessionError(
+                f"session {self.session_id!r} has a turn {self.status.replace('_', ' ')}; "
+                "resume it (or approve / reject its plan) before starting another"
+            )
+        return await self._drive(request, None)
+
+    async def resume(self) -> TurnResult:
+        """Continue a turn that a crash cut short, from its last saved state."""
+        if self.status != "running":
+            raise SessionError(f"session {self.session_id!r} has nothing to resume ({self.status})")
+        turn = self._turn
+        assert turn is not None
+        return await self._drive(turn.request, turn)
+
+    async def approve(self, steps: list[dict[str, Any]] | None = None) -> TurnResult:
+        """Approve the proposed plan (or a modified one, checked again) and continue the turn."""
+        turn = self._awaiting()
+        assert self.plan is not None and self._proposal is not None
+        modified = steps is not None
+        try:
+            warnings = self.plan.create(steps if steps is not None else self._proposal)  # type: ignore[union-attr]
+        except ToolRetry as exc:
+            raise SessionError(f"the modified plan is not valid: {exc}") from exc
+        self._proposal = None
+        note = " with changes" if modified else ""
+        text = f"The reviewer approved the plan{note}.\n{render_plan(self.plan_items())}"
+        if warnings:
+            text += "\n" + "\n".join(warnings)
+        self._prompt(turn, "plan_approved", text)
+        return await self._drive(turn.request, turn)
+
+    async def reject(self, reason: str = "") -> TurnResult:
+        """Reject the proposed plan; the model is told so and must plan again."""
+        turn = self._awaiting()
+        self._proposal = None
+        self._prompt(turn, "plan_rejected", f"{REJECTED} {reason}".strip())
+        return await self._drive(turn.request, turn)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def _drive(self, request: str, turn: Turn | None) -> TurnResult:
+        index = turn.index if turn is not None else self.turns
+        with self.tracing.turn(index, request, self.agent.name) as span:
+            if turn is None:
+                turn = self._start(request)
+            else:
+                self._rebuild(turn)
+                self._emit(turn, "resumed", f"at model call {turn.iteration}")
             outcome: Outcome = CONTINUE
             while isinstance(outcome, Continue):
                 outcome = await self._iterate(turn)
@@ -295,21 +228,27 @@ class Session:
             )
             if outcome.reason == "model_error":
                 span.error(outcome.detail)
-        self.history.extend(turn.messages)
-        self._turn = None
-        self.turns += 1
-        return self._result(turn, outcome)
-
-    # -- the loop -------------------------------------------------------------------------
+        result = self._result(turn, outcome)
+        if outcome.reason != "awaiting_approval":
+            self.history.extend(turn.messages)
+            self._turn = None
+            self.turns += 1
+            for feature in self.features:
+                await feature.after_turn(result)
+        self._save()
+        return result
 
     async def _iterate(self, turn: Turn) -> Outcome:
         tools = self._limit(turn)
         if isinstance(tools, Stop):
             return tools
+        for feature in self.features:
+            await feature.before_model(turn)
         response = await self._call_model(turn, tools)
         if isinstance(response, Stop):
             return response
         turn.messages.append(response.message)
+        self._save()
         if response.message.tool_calls:
             outcome = await self._run_calls(turn, response.message.tool_calls)
         else:
@@ -329,16 +268,23 @@ class Session:
         if variant.plan.dialect != "none" and not planning:
             self._emit(turn, "planning_skipped", "fewer than two actions in the request")
         turn.plan_snapshot = snapshot(self.plan_items())
-        if planning and self.harness_plan is not None:
-            self.harness_plan.start(request)
+        if planning and isinstance(self.plan, HarnessPlan):
+            self.plan.start(request)
             turn.plan_snapshot = snapshot(self.plan_items())
             self.tracing.plan_change(0, turn.plan_snapshot, "the harness planned the request")
             self._emit(turn, "plan_updated", turn.plan_snapshot)
-        turn.system = SystemMessage(
-            content=prompts.system_prompt(variant, self.agent.instructions, planning=planning)
-        )
-        self._offer(turn, self._offered(turn))
+        self._rebuild(turn)
+        self._save()
         return turn
+
+    def _rebuild(self, turn: Turn) -> None:
+        """What a turn derives from configuration: its system prompt and the tools it offers."""
+        turn.system = SystemMessage(
+            content=prompts.system_prompt(
+                self.agent.variant, self.agent.instructions, planning=turn.planning
+            )
+        )
+        self._offer(turn, [self._finish] if turn.forcing else self._offered(turn))
 
     def _offer(self, turn: Turn, tools: Sequence[Tool]) -> None:
         turn.offered = {t.name: t for t in tools}
@@ -358,6 +304,8 @@ class Session:
             return turn.definitions
         if settings.iteration_warning and left == settings.iteration_warning:
             self._prompt(turn, "iteration_warning", prompts.ITERATION_WARNING.format(left=left))
+        if not turn.forcing:
+            self._offer(turn, self._offered(turn))  # features may add tools as the turn goes
         return turn.definitions
 
     async def _call_model(self, turn: Turn, tools: list[ToolDefinition]) -> ModelResponse | Stop:
@@ -378,6 +326,8 @@ class Session:
     async def _run_calls(self, turn: Turn, calls: Sequence[ToolCall]) -> Outcome:
         for position, call in enumerate(calls):
             stop = await self._run_call(turn, call)
+            if stop is None and self._proposal is not None:
+                stop = Stop(reason="awaiting_approval", detail="create_plan waits for a reviewer")
             if stop is not None:
                 self._skip(turn, calls[position + 1 :], stop.reason)
                 return stop
@@ -424,14 +374,17 @@ class Session:
             result = await run_tool(call, turn.offered)
             content = self._annotate(turn, result, key, repeats, span)
         self._record(turn, call, result.status, content, arguments)
+        self._save()
         return None
 
     def _annotate(
         self, turn: Turn, result: ToolResult, key: str, repeats: int, span: SpanHandle
     ) -> str:
-        """The result text plus the loop warning and the status reminder; plan change events."""
+        """The result text as the model sees it; plan change events; span attributes."""
         variant = self.agent.variant
         content = result.content
+        for feature in self.features:
+            content = feature.on_result(turn, result.call, content)
         if variant.guards.loop_guard and repeats >= variant.guards.loop_warn_after:
             content += "\n" + prompts.LOOP_WARNING.format(
                 count=repeats, limit=variant.guards.loop_stop_after
@@ -481,7 +434,7 @@ class Session:
             message = f"Not run: the turn ended ({why})."
             self._record(turn, call, "not_run", message, _canonical_arguments(call))
 
-    # -- finish and its gate ----------------------------------------------------------------
+    # -- finish, its gate, and plan approval --------------------------------------------------
 
     def _finish_tool(self) -> Tool:
         @tool
@@ -497,9 +450,9 @@ class Session:
         return finish
 
     def _on_finish(self, turn: Turn, summary: str) -> str:
-        if self.harness_plan is not None and turn.planning and not turn.forcing:
-            done = self.harness_plan.current()
-            following = self.harness_plan.advance()
+        if isinstance(self.plan, HarnessPlan) and turn.planning and not turn.forcing:
+            done = self.plan.current()
+            following = self.plan.advance()
             if following is not None:
                 finished_text = done.text if done else ""
                 return (
@@ -525,30 +478,54 @@ class Session:
         turn.answer = summary
         return "Turn finished."
 
+    def _propose(self, steps: list[dict[str, Any]]) -> str:
+        """`create_plan` under approval: keep the (valid) plan for a reviewer and pause."""
+        self._proposal = steps
+        assert self._turn is not None
+        self._emit(self._turn, "plan_proposed", json.dumps(steps, ensure_ascii=False))
+        return (
+            f"Plan submitted for review ({len(steps)} steps). The run pauses until a person "
+            "approves, edits or rejects it."
+        )
+
+    def _awaiting(self) -> Turn:
+        if self.status != "awaiting_approval" or self._turn is None:
+            raise SessionError(f"session {self.session_id!r} has no plan awaiting approval")
+        return self._turn
+
     # -- helpers --------------------------------------------------------------------------
 
     def _offered(self, turn: Turn) -> list[Tool]:
-        if turn.forcing:
-            return [self._finish]
         tools = list(self._work_tools)
         if turn.planning:
             tools.extend(self._plan_tools)
+        for feature in self.features:
+            tools.extend(feature.tools(turn))
         if self.agent.variant.turn.ending == "finish_tool":
             tools.append(self._finish)
         return tools
 
     def _context(self, turn: Turn) -> list[Message]:
-        return prompts.build_context(
-            turn.system, self._plan_message(turn), self.history, turn.messages
-        )
+        history: Sequence[Message] = self.history
+        extra: list[SystemMessage] = []
+        for feature in self.features:
+            history = feature.history(history)
+            extra.extend(feature.context(turn))
+        plan = self._plan_message(turn)
+        head = [plan, *extra] if plan is not None else extra
+        return [turn.system, *head, *history, *turn.messages]
 
     def _plan_message(self, turn: Turn) -> SystemMessage | None:
         variant = self.agent.variant
         if variant.plan.message != "pinned" or not turn.planning:
             return None
-        if self.harness_plan is not None:
-            return SystemMessage(content=self.harness_plan.message())
-        return SystemMessage(content=render_plan(self.plan_items(), statuses=variant.plan.statuses))
+        if isinstance(self.plan, HarnessPlan):
+            return SystemMessage(content=self.plan.message())
+        dialect: Literal["todo", "dependency"] = (
+            "dependency" if variant.plan.dialect == "dependency" else "todo"
+        )
+        text = render_plan(self.plan_items(), statuses=variant.plan.statuses, dialect=dialect)
+        return SystemMessage(content=text)
 
     def _prompt(self, turn: Turn, kind: EventKind, text: str) -> None:
         turn.messages.append(UserMessage(content=text))
@@ -573,6 +550,47 @@ class Session:
             messages=tuple(turn.messages),
             usage=turn.usage,
         )
+
+    # -- saving and restoring -----------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything needed to continue this session in another process."""
+        return {
+            "version": STATE_VERSION,
+            "session_id": self.session_id,
+            "user_id": self.user_id,
+            "metadata": self.metadata,
+            "turns": self.turns,
+            "history": [message_to_dict(m) for m in self.history],
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "turn": self._turn.to_dict() if self._turn is not None else None,
+            "proposal": self._proposal,
+            "features": {f.name: f.state() for f in self.features},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load a state saved by `state()`."""
+        if state.get("version") != STATE_VERSION:
+            raise SessionError(f"saved session {self.session_id!r} has an unknown state version")
+        self.turns = state["turns"]
+        self.history = [message_from_dict(m) for m in state["history"]]
+        if self.plan is not None and state["plan"] is not None:
+            restore_plan(self.plan, state["plan"])
+        self._turn = Turn.from_dict(state["turn"]) if state["turn"] is not None else None
+        self._proposal = state.get("proposal")
+        for feature in self.features:
+            feature.restore(state["features"].get(feature.name, {}))
+
+    def _save(self) -> None:
+        store = self.agent.store
+        if store is not None:
+            store.save(
+                self.session_id,
+                self.status,
+                self.state(),
+                variant=self.agent.variant.name,
+                user_id=self.user_id,
+            )
 
 
 def _canonical_arguments(call: ToolCall) -> str:

@@ -8,6 +8,8 @@ turn.
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness._plan import PLAN_HEADER, PlanItem, render_item
 from harness._trigger import split_tasks
 
@@ -21,6 +23,14 @@ class HarnessPlan:
     def items(self) -> tuple[PlanItem, ...]:
         """The current items."""
         return self._items
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-able data, for saved sessions."""
+        return {"items": [item.as_dict() for item in self._items]}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Load what `to_dict` saved."""
+        self._items = tuple(PlanItem.from_dict(item) for item in data["items"])
 
     def start(self, request: str) -> None:
         """Make the plan for a new request: one item per task clause (the whole request if none)."""

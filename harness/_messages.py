@@ -125,3 +125,38 @@ class ToolDefinition:
     """What the tool does, from its docstring."""
     parameters: dict[str, Any]
     """JSON schema of the arguments object."""
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """A message as JSON-able data (for saved runs and golden datasets)."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        data["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        data.update(tool_call_id=message.tool_call_id, name=message.name, is_error=message.is_error)
+    return data
+
+
+def message_from_dict(data: dict[str, Any]) -> Message:
+    """The inverse of `message_to_dict`."""
+    role = data["role"]
+    if role == "system":
+        return SystemMessage(content=data["content"])
+    if role == "user":
+        return UserMessage(content=data["content"])
+    if role == "assistant":
+        calls = tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for c in data.get("tool_calls", ())
+        )
+        return AssistantMessage(content=data["content"], tool_calls=calls)
+    if role == "tool":
+        return ToolMessage(
+            tool_call_id=data["tool_call_id"],
+            name=data["name"],
+            content=data["content"],
+            is_error=bool(data.get("is_error", False)),
+        )
+    raise ValueError(f"unknown message role {role!r}")

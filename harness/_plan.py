@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 PlanStatus = Literal["pending", "in_progress", "completed", "blocked", "failed"]
 """Lifecycle of a plan item."""
@@ -42,13 +42,33 @@ class PlanItem:
     """Where it stands."""
     reason: str | None = None
     """Why it is blocked or failed."""
+    depends_on: tuple[str, ...] = ()
+    """Ids of the items that must be completed first (dependency plans)."""
+    result: str | None = None
+    """What the item produced (dependency plans record it when a step is done)."""
 
-    def as_dict(self) -> dict[str, str]:
+    def as_dict(self) -> dict[str, Any]:
         """A JSON-able view (for traces and `--json`)."""
-        data = {"id": self.id, "text": self.text, "status": self.status}
+        data: dict[str, Any] = {"id": self.id, "text": self.text, "status": self.status}
         if self.reason:
             data["reason"] = self.reason
+        if self.depends_on:
+            data["depends_on"] = list(self.depends_on)
+        if self.result is not None:
+            data["result"] = self.result
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PlanItem:
+        """The inverse of `as_dict`."""
+        return cls(
+            id=str(data["id"]),
+            text=str(data["text"]),
+            status=data["status"],
+            reason=data.get("reason"),
+            depends_on=tuple(data.get("depends_on", ())),
+            result=data.get("result"),
+        )
 
 
 class PlanState(Protocol):
@@ -79,25 +99,39 @@ def render_item(item: PlanItem, *, current: bool = True) -> str:
     return line
 
 
-def next_action(items: Sequence[PlanItem], *, statuses: Literal["two", "four"] = "four") -> str:
+def next_action(
+    items: Sequence[PlanItem],
+    *,
+    statuses: Literal["two", "four"] = "four",
+    dialect: Literal["todo", "dependency"] = "todo",
+) -> str:
     """The line of the plan message that says what to do next."""
     if not items:
         return "Next: no plan yet. If the request has two or more tasks, write the plan first."
     active = next((i for i in items if i.status == "in_progress"), None)
     if active is not None:
+        if dialect == "dependency":
+            return f'Next: work on "{active.id}"; call mark_step_done with its result when done.'
         return f'Next: work on "{active.text}"; mark it completed as soon as it is done.'
-    pending = next((i for i in items if i.status == "pending"), None)
+    pending = next((i for i in ready_items(items)), None)
     if pending is None:
         return "Next: every item is completed or blocked; call finish with a summary."
+    if dialect == "dependency":
+        return f'Next: start_step "{pending.id}"{_inputs(pending, items)} and work on it.'
     if statuses == "two":
         return f'Next: do "{pending.text}", then mark it completed.'
     return f'Next: mark "{pending.text}" in_progress and work on it.'
 
 
-def render_plan(items: Sequence[PlanItem], *, statuses: Literal["two", "four"] = "four") -> str:
+def render_plan(
+    items: Sequence[PlanItem],
+    *,
+    statuses: Literal["two", "four"] = "four",
+    dialect: Literal["todo", "dependency"] = "todo",
+) -> str:
     """The full plan message text, rebuilt from state."""
     lines = [PLAN_HEADER, *(render_item(item) for item in items)]
-    lines.append(next_action(items, statuses=statuses))
+    lines.append(next_action(items, statuses=statuses, dialect=dialect))
     return "\n".join(lines)
 
 
@@ -108,10 +142,27 @@ def status_line(items: Sequence[PlanItem]) -> str:
     active = next((i for i in items if i.status == "in_progress"), None)
     if active is not None:
         parts.append(f'Active: "{active.text}".')
-    ready = next((i for i in items if i.status == "pending"), None)
+    ready = next((i for i in ready_items(items)), None)
     if ready is not None:
-        parts.append(f'Ready: "{ready.text}".')
+        parts.append(f'Ready: "{ready.text}"{_inputs(ready, items)}.')
     return "[" + " ".join(parts) + "]"
+
+
+def ready_items(items: Sequence[PlanItem]) -> list[PlanItem]:
+    """Pending items whose dependencies are all completed, in plan order."""
+    done = {item.id for item in items if item.status == "completed"}
+    return [i for i in items if i.status == "pending" and all(d in done for d in i.depends_on)]
+
+
+def _inputs(item: PlanItem, items: Sequence[PlanItem], limit: int = 60) -> str:
+    """` (from gather-data: 12 rows …)`: the results a ready step starts from."""
+    results = {i.id: i.result for i in items if i.result}
+    parts = []
+    for dependency in item.depends_on:
+        text = " ".join((results.get(dependency) or "").split())
+        if text:
+            parts.append(f"{dependency}: {text if len(text) <= limit else text[: limit - 1] + '…'}")
+    return f" (from {'; '.join(parts)})" if parts else ""
 
 
 def snapshot(items: Sequence[PlanItem]) -> str:

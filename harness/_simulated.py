@@ -49,7 +49,11 @@ Behaviour = Literal[
 
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
 
-PLAN_TOOLS = frozenset({"todo_write", "todo_update", "todo_read"})
+PLAN_TOOLS = frozenset(
+    {"todo_write", "todo_update", "todo_read", "create_plan", "start_step", "mark_step_done",
+     "mark_step_failed", "get_plan", "get_ready_steps"}
+)  # fmt: skip
+_DEPENDENCY_STATUSES = frozenset({"pending", "in_progress", "completed", "blocked"})
 CONTROL_TOOLS = PLAN_TOOLS | {"finish"}
 
 _PLAN_LINE = re.compile(
@@ -125,12 +129,27 @@ def read_context(
         bounced=any(
             isinstance(m, ToolMessage) and m.content.startswith("Cannot finish") for m in since
         ),
-        wrote_plan=any(c.name == "todo_write" for c in calls),
+        wrote_plan=_wrote_plan(since),
         statuses=_statuses(tools),
     )
 
 
+def _wrote_plan(messages: Sequence[Message]) -> bool:
+    """A plan was written and not rejected in review since."""
+    wrote = False
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            wrote = wrote or any(
+                c.name in ("todo_write", "create_plan") for c in message.tool_calls
+            )
+        elif isinstance(message, UserMessage) and "rejected during review" in message.content:
+            wrote = False
+    return wrote
+
+
 def _statuses(tools: Sequence[ToolDefinition]) -> frozenset[str]:
+    if any(t.name == "start_step" for t in tools):
+        return _DEPENDENCY_STATUSES
     for definition in tools:
         if definition.name == "todo_update":
             status = definition.parameters.get("properties", {}).get("status", {})
@@ -142,9 +161,9 @@ def diligent_action(reading: Reading) -> Action:
     """What a diligent agent does next, given what it can see."""
     if reading.plan is not None and (reading.tools & PLAN_TOOLS or "finish" in reading.tools):
         return _plan_step(reading)
-    if "todo_write" in reading.tools and len(reading.requested) >= 2 and not reading.wrote_plan:
-        todos = [{"content": task.title} for task in reading.requested]
-        return CallSpec(name="todo_write", arguments={"todos": todos})
+    can_plan = reading.tools & {"todo_write", "create_plan"}
+    if can_plan and len(reading.requested) >= 2 and not reading.wrote_plan:
+        return _write_plan(reading)
     for task in reading.requested:
         call = _next_call(task, reading)
         if call is not None:
@@ -152,9 +171,25 @@ def diligent_action(reading: Reading) -> Action:
     return _conclude(reading)
 
 
+def _write_plan(reading: Reading) -> CallSpec:
+    tasks = reading.requested
+    if "todo_write" in reading.tools:
+        todos = [{"content": task.title} for task in tasks]
+        return CallSpec(name="todo_write", arguments={"todos": todos})
+    steps = [
+        {
+            "name": task.key,
+            "description": task.title,
+            **({"depends_on": [tasks[i - 1].key]} if i else {}),
+        }
+        for i, task in enumerate(tasks)
+    ]
+    return CallSpec(name="create_plan", arguments={"steps": steps})
+
+
 def _plan_step(reading: Reading) -> Action:
     plan = reading.plan or ()
-    has_todo = "todo_update" in reading.tools
+    has_todo = bool(reading.tools & {"todo_update", "start_step"})
     active = next((i for i in plan if i.status == "in_progress"), None)
     if active is not None:
         return _work_on(active, reading, has_todo)
@@ -162,7 +197,7 @@ def _plan_step(reading: Reading) -> Action:
     if pending is None or not has_todo:
         return _conclude(reading)
     if "in_progress" in reading.statuses:
-        return _update(pending.id, "in_progress")
+        return _update(pending.id, "in_progress", None, reading)
     return _work_on(pending, reading, has_todo)
 
 
@@ -174,8 +209,8 @@ def _work_on(item: SeenItem, reading: Reading, has_todo: bool) -> Action:
     if not has_todo:
         return _conclude(reading)
     if task is not None and task.blocked_reason and "blocked" in reading.statuses:
-        return _update(item.id, "blocked", task.blocked_reason)
-    return _update(item.id, "completed")
+        return _update(item.id, "blocked", task.blocked_reason, reading)
+    return _update(item.id, "completed", None, reading)
 
 
 def _next_call(task: TaskSpec | None, reading: Reading) -> CallSpec | None:
@@ -185,11 +220,21 @@ def _next_call(task: TaskSpec | None, reading: Reading) -> CallSpec | None:
     return next((c for c in task.calls if c.key not in reading.done), None)
 
 
-def _update(item_id: str, status: str, reason: str | None = None) -> CallSpec:
+def _update(item_id: str, status: str, reason: str | None, reading: Reading) -> CallSpec:
+    if "start_step" in reading.tools:
+        return _step_update(item_id, status, reason)
     arguments: dict[str, Any] = {"item_id": int(item_id), "status": status}
     if reason:
         arguments["reason"] = reason
     return CallSpec(name="todo_update", arguments=arguments)
+
+
+def _step_update(name: str, status: str, reason: str | None) -> CallSpec:
+    if status == "in_progress":
+        return CallSpec(name="start_step", arguments={"name": name})
+    if status == "blocked":
+        return CallSpec(name="mark_step_failed", arguments={"name": name, "reason": reason or ""})
+    return CallSpec(name="mark_step_done", arguments={"name": name, "result": f"{name} is done"})
 
 
 def _conclude(reading: Reading) -> Action:
@@ -211,9 +256,9 @@ def _summary(reading: Reading) -> str:
 
 def is_last_completion(action: Action, reading: Reading) -> bool:
     """Whether `action` marks the only open plan item completed."""
-    if not isinstance(action, CallSpec) or action.name != "todo_update":
+    if not isinstance(action, CallSpec) or action.name not in ("todo_update", "mark_step_done"):
         return False
-    if action.arguments.get("status") != "completed":
+    if action.name == "todo_update" and action.arguments.get("status") != "completed":
         return False
     open_items = [i for i in reading.plan or () if i.status in ("pending", "in_progress")]
     return len(open_items) == 1
@@ -299,12 +344,9 @@ class SimulatedModel:
 
     def _churner(self, action: Action, reading: Reading) -> Action:
         last = reading.last_call
-        if (
-            _is_work(action)
-            and "todo_read" in reading.tools
-            and (last is None or last.name != "todo_read")
-        ):
-            return CallSpec(name="todo_read")
+        reader = next((t for t in ("todo_read", "get_plan") if t in reading.tools), None)
+        if _is_work(action) and reader and (last is None or last.name != reader):
+            return CallSpec(name=reader)
         return action
 
     def _announces(self) -> bool:

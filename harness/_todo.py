@@ -41,6 +41,14 @@ class TodoList:
         """The current items."""
         return self._items
 
+    def to_dict(self) -> dict[str, Any]:
+        """The list as JSON-able data, for saved sessions."""
+        return {"statuses": self.statuses, "items": [item.as_dict() for item in self._items]}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Load what `to_dict` saved."""
+        self._items = tuple(PlanItem.from_dict(item) for item in data["items"])
+
     def write(self, todos: list[TodoInput]) -> None:
         """Replace the whole list."""
         if not todos:

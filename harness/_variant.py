@@ -22,8 +22,9 @@ from harness._errors import ConfigError
 class PlanSettings:
     """How the agent plans."""
 
-    dialect: Literal["none", "todo", "harness"] = "todo"
-    """`none`: no plan; `todo`: todo tools; `harness`: the harness owns the list."""
+    dialect: Literal["none", "todo", "harness", "dependency"] = "todo"
+    """`none`: no plan; `todo`: todo tools; `harness`: the harness owns the list;
+    `dependency`: a plan of named steps with dependencies (create_plan, start_step, …)."""
     statuses: Literal["two", "four"] = "four"
     """Todo statuses: `two` (pending / completed) or `four` (adds in_progress and blocked)."""
     message: Literal["pinned", "history", "none"] = "pinned"
@@ -33,6 +34,12 @@ class PlanSettings:
     """Add a one-line plan status after every tool result."""
     trigger: Literal["always", "action_verbs"] = "always"
     """`action_verbs`: offer planning only when the request holds two or more actions."""
+    max_plan_steps: int = 20
+    """Most steps a dependency plan may have."""
+    strict_dependencies: bool = False
+    """Starting a step whose dependencies are not done is an error (else a warning)."""
+    approve_plan: bool = False
+    """`create_plan` pauses the run until a person approves, edits or rejects the plan."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +77,22 @@ class GuardSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ContextSettings:
+    """Context management and memory."""
+
+    result_reference_chars: int = 0
+    """Tool results longer than this reach the model as a reference it can query (0: never)."""
+    history_token_budget: int = 0
+    """Past this many history tokens, a checkpoint the model writes replaces them (0: never)."""
+    memory: bool = False
+    """Load the user's memory file on each request and update it after each turn."""
+    skills: bool = False
+    """Offer `load_skill` for the agent's skills."""
+    subagents: bool = False
+    """Offer `delegate` to run a scoped subagent."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Variant:
     """A harness variant: a name and every switch."""
 
@@ -83,6 +106,8 @@ class Variant:
     """Turn ending switches."""
     guards: GuardSettings = field(default_factory=GuardSettings)
     """Guard switches."""
+    context: ContextSettings = field(default_factory=ContextSettings)
+    """Context management, memory, skills and subagents."""
 
 
 def builtin_variants() -> list[str]:
@@ -171,5 +196,9 @@ def _check_consistency(variant: Variant, where: str) -> None:
         )
     if plan.dialect == "harness" and turn.ending != "finish_tool":
         problems.append("'plan.dialect = \"harness\"' needs 'turn.ending = \"finish_tool\"'")
+    if plan.approve_plan and plan.dialect != "dependency":
+        problems.append("'plan.approve_plan' needs 'plan.dialect = \"dependency\"'")
+    if plan.max_plan_steps < 2:
+        problems.append("'plan.max_plan_steps' must be at least 2")
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems))

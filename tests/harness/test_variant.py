@@ -105,12 +105,13 @@ def test_a_variant_with_only_a_name_is_the_alyx_defaults() -> None:
     [
         (
             'name = "x"\ncolour = "red"',
-            "v.toml: unknown key 'colour'; allowed keys: description, guards, name, plan, turn",
+            "v.toml: unknown key 'colour'; allowed keys: context, description, guards, name, plan, turn",
         ),
         (
             'name = "x"\n[plan]\ndialekt = "todo"',
             "v.toml: unknown key 'plan.dialekt'; allowed keys in [plan]: "
-            "dialect, message, status_reminder, statuses, trigger",
+            "approve_plan, dialect, max_plan_steps, message, status_reminder, statuses, "
+            "strict_dependencies, trigger",
         ),
         (
             'name = "x"\n[guards]\nloop = true',
@@ -119,7 +120,7 @@ def test_a_variant_with_only_a_name_is_the_alyx_defaults() -> None:
         ),
         (
             'name = "x"\n[plan]\ndialect = "todos"',
-            "v.toml: 'plan.dialect' is 'todos'; allowed values: 'none', 'todo', 'harness'",
+            "v.toml: 'plan.dialect' is 'todos'; allowed values: 'none', 'todo', 'harness', 'dependency'",
         ),
         (
             'name = "x"\n[turn]\nending = "tool"',
@@ -231,7 +232,7 @@ def test_load_variant_of_an_unknown_name_lists_the_choices() -> None:
         f"unknown variant 'alyks'; choose one of: {', '.join(builtin_variants())} "
         "(or give a path to a .toml file)"
     )
-    assert "alyx, harness-plan, naive, todo-basic" in str(raised.value)
+    assert "alyx, flux, flux-review, harness-plan, naive, todo-basic" in str(raised.value)
 
 
 def test_load_variant_of_a_file_path(tmp_path: Path) -> None:

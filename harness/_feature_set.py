@@ -1,0 +1,26 @@
+"""Which features a session gets, from its variant's switches."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness._features import Feature
+from harness._memory import Memory
+from harness._skills import Skills
+from harness._subagents import Subagents
+
+if TYPE_CHECKING:
+    from harness._agent import Session
+
+
+def build_features(session: Session) -> list[Feature]:
+    """The features the session's variant turns on, in hook order."""
+    features: list[Feature] = []
+    context = session.agent.variant.context
+    if context.memory:
+        features.append(Memory(session))
+    if context.skills:
+        features.append(Skills(session))
+    if context.subagents:
+        features.append(Subagents(session))
+    return features

@@ -1,0 +1,249 @@
+"""The records of a turn: its mutable state, its events and calls, its result, its decisions.
+
+`Turn` is the one mutable state the loop owns; everything else here is a frozen record. All of
+them serialize to JSON-able dicts so that a run can be saved after every change and resumed
+after a crash or a pause for approval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from harness._messages import (
+    Message,
+    SystemMessage,
+    ToolDefinition,
+    Usage,
+    message_from_dict,
+    message_to_dict,
+)
+from harness._plan import PlanItem
+from harness._tools import Tool
+
+StopReason = Literal[
+    "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"
+]
+"""Why a turn ended."""
+
+EventKind = Literal[
+    "plan_updated",
+    "planning_skipped",
+    "gate_bounce",
+    "gate_exhausted",
+    "nudge",
+    "continuation",
+    "loop_warning",
+    "loop_stop",
+    "iteration_warning",
+    "forced_finish",
+    "model_error",
+    "plan_proposed",
+    "plan_approved",
+    "plan_rejected",
+    "resumed",
+    "checkpoint",
+    "memory_updated",
+    "skill_loaded",
+    "stop",
+]
+"""What the harness noticed or did during a turn."""
+
+FINISH = "finish"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Something the harness noticed or did; also a span event on the turn's AGENT span."""
+
+    kind: EventKind
+    """What happened."""
+    iteration: int
+    """The model call it happened at (0: before the first)."""
+    detail: str = ""
+    """Evidence: the bounced items, the repeated call, the stop reason's detail."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"kind": self.kind, "iteration": self.iteration, "detail": self.detail}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        """The inverse of `to_dict`."""
+        return cls(kind=data["kind"], iteration=data["iteration"], detail=data["detail"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    """One tool call of a turn and how it went."""
+
+    iteration: int
+    """The model call that asked for it."""
+    id: str
+    """Call id."""
+    name: str
+    """Tool name."""
+    arguments: str
+    """Canonical JSON of the arguments (the raw text when it was not valid JSON)."""
+    status: Literal["ok", "error", "not_run"]
+    """`error` for a result the model should fix; `not_run` when the turn stopped first."""
+    content: str
+    """The result as the model saw it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "iteration": self.iteration,
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "status": self.status,
+            "content": self.content,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCallRecord:
+        """The inverse of `to_dict`."""
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResult:
+    """Everything about one finished (or stopped) turn."""
+
+    session_id: str
+    """The session."""
+    turn_index: int
+    """0 for the session's first turn."""
+    request: str
+    """The user's message."""
+    stop_reason: StopReason
+    """Why the turn ended."""
+    stop_detail: str
+    """More about the stop (the model error, the looping call)."""
+    answer: str
+    """The final text: the `finish` summary, or the reply that ended the turn."""
+    plan: tuple[PlanItem, ...]
+    """The plan at the end of the turn."""
+    tool_calls: tuple[ToolCallRecord, ...]
+    """Every tool call, in order."""
+    iterations: int
+    """Model calls made."""
+    events: tuple[Event, ...]
+    """What the harness noticed or did."""
+    messages: tuple[Message, ...]
+    """The turn's trajectory: the request and everything after it."""
+    usage: Usage
+    """Token counts summed over the turn."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able summary (what `plangate run --json` prints)."""
+        return {
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
+            "request": self.request,
+            "stop_reason": self.stop_reason,
+            "stop_detail": self.stop_detail,
+            "answer": self.answer,
+            "iterations": self.iterations,
+            "plan": [item.as_dict() for item in self.plan],
+            "tool_calls": [
+                {
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "status": c.status,
+                    "iteration": c.iteration,
+                }
+                for c in self.tool_calls
+            ],
+            "events": [
+                {"kind": e.kind, "iteration": e.iteration, "detail": e.detail} for e in self.events
+            ],
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stop:
+    """Decision: end the turn."""
+
+    reason: StopReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Continue:
+    """Decision: call the model again."""
+
+
+CONTINUE = Continue()
+Outcome = Stop | Continue
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn:
+    """The mutable state of one running turn, owned by the loop."""
+
+    index: int
+    request: str
+    planning: bool
+    messages: list[Message] = field(default_factory=list)
+    iteration: int = 0
+    bounces: int = 0
+    forcing: bool = False
+    finished: bool = False
+    answer: str = ""
+    keys: list[str] = field(default_factory=list)
+    calls: list[ToolCallRecord] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    plan_snapshot: str = "[]"
+    pause: str | None = None
+    system: SystemMessage = SystemMessage(content="")
+    offered: dict[str, Tool] = field(default_factory=dict)
+    definitions: list[ToolDefinition] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved state of the turn (tools and the system prompt are rebuilt on restore)."""
+        return {
+            "index": self.index,
+            "request": self.request,
+            "planning": self.planning,
+            "messages": [message_to_dict(m) for m in self.messages],
+            "iteration": self.iteration,
+            "bounces": self.bounces,
+            "forcing": self.forcing,
+            "finished": self.finished,
+            "answer": self.answer,
+            "keys": list(self.keys),
+            "calls": [c.to_dict() for c in self.calls],
+            "events": [e.to_dict() for e in self.events],
+            "usage": [self.usage.prompt_tokens, self.usage.completion_tokens],
+            "plan_snapshot": self.plan_snapshot,
+            "pause": self.pause,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        """The inverse of `to_dict`."""
+        prompt, completion = data["usage"]
+        return cls(
+            index=data["index"],
+            request=data["request"],
+            planning=data["planning"],
+            messages=[message_from_dict(m) for m in data["messages"]],
+            iteration=data["iteration"],
+            bounces=data["bounces"],
+            forcing=data["forcing"],
+            finished=data["finished"],
+            answer=data["answer"],
+            keys=list(data["keys"]),
+            calls=[ToolCallRecord.from_dict(c) for c in data["calls"]],
+            events=[Event.from_dict(e) for e in data["events"]],
+            usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
+            plan_snapshot=data["plan_snapshot"],
+            pause=data.get("pause"),
+        )
