@@ -68,11 +68,14 @@ class DependencyPlan:
         """Pending, unblocked steps whose dependencies are all completed, in plan order."""
         return ready_items(self._view)
 
-    def create(self, steps: Sequence[StepInput] | Sequence[Mapping[str, Any]]) -> list[str]:
+    def create(self, steps: Sequence[Mapping[str, Any]]) -> list[str]:
         """Make the plan, or replace it (replanning); returns warnings for the model.
 
         Completed steps whose names survive keep their status and result; every other step
         starts pending.
+
+        Args:
+            steps: `StepInput`s; plain mappings (a reviewer's edits) have their shape checked.
         """
         new = _checked(_shaped(steps), self.max_plan_steps)
         merged, warnings = _merged(self._steps, new)
@@ -218,7 +221,7 @@ class DependencyPlan:
 # --- checking a new plan -------------------------------------------------------------------
 
 
-def _shaped(steps: Sequence[StepInput] | Sequence[Mapping[str, Any]]) -> list[StepInput]:
+def _shaped(steps: Sequence[Mapping[str, Any]]) -> list[StepInput]:
     """The steps as `StepInput`s: plans edited by a reviewer arrive as plain data."""
     shaped: list[StepInput] = []
     for position, step in enumerate(steps, start=1):

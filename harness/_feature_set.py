@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness._checkpoints import Checkpoints
 from harness._features import Feature
 from harness._memory import Memory
+from harness._references import ResultReferences
 from harness._skills import Skills
 from harness._subagents import Subagents
 
@@ -23,4 +25,8 @@ def build_features(session: Session) -> list[Feature]:
         features.append(Skills(session))
     if context.subagents:
         features.append(Subagents(session))
+    if context.result_reference_chars > 0:
+        features.append(ResultReferences(session))
+    if context.history_token_budget > 0:
+        features.append(Checkpoints(session))
     return features

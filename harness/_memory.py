@@ -24,7 +24,7 @@ import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness._errors import ConfigError, PlangateError
 from harness._features import Feature
@@ -83,6 +83,11 @@ Answer with the complete new memory in Markdown, at most {MAX_CHARS} characters,
 else. If nothing should change, answer exactly {NO_CHANGE}."""
 
 
+UpdateStatus = Literal["written", "unchanged", "rejected", "failed"]
+"""How a memory update step ended: `rejected` by a safety check, `failed` on a model or disk
+error; in both cases the old file is kept."""
+
+
 class MemoryPathError(PlangateError):
     """A user or space id cannot name a memory file (unsafe characters, too long, or escaping)."""
 
@@ -93,8 +98,8 @@ class MemoryUpdate:
 
     turn_index: int
     """The turn it followed."""
-    status: str
-    """`written`, `unchanged`, `rejected` or `failed`."""
+    status: UpdateStatus
+    """How it ended."""
     detail: str
     """What happened, as in the `memory_updated` event."""
 
@@ -204,7 +209,11 @@ class Memory(Feature):
         """Every update step of this session, in order (also `memory_updated` span events)."""
 
     def read(self) -> str:
-        """The memory as stored ('' when there is none yet), cut to `MAX_CHARS`."""
+        """The memory as stored ('' when there is none yet), cut to `MAX_CHARS`.
+
+        Raises:
+            OSError: The file exists but cannot be read.
+        """
         try:
             text = self.path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -215,8 +224,14 @@ class Memory(Feature):
         return text
 
     def context(self, turn: Turn) -> list[SystemMessage]:
-        """The memory as a system message (none while the memory is empty)."""
-        text = self.read().strip()
+        """The memory as a system message (none while the memory is empty or unreadable)."""
+        try:
+            text = self.read().strip()
+        except OSError:  # the turn goes on without memory rather than fail
+            logger.exception(
+                "cannot read memory file %s; the model call goes without it", self.path
+            )
+            return []
         if not text:
             return []
         return [SystemMessage(content=f"{self._title()}\n{text}")]
@@ -239,8 +254,11 @@ class Memory(Feature):
             if status in ("rejected", "failed"):
                 span.error(detail)
 
-    async def _update(self, result: TurnResult) -> tuple[str, str]:
-        old = self.read()
+    async def _update(self, result: TurnResult) -> tuple[UpdateStatus, str]:
+        try:
+            old = self.read()
+        except OSError as exc:  # writing now could overwrite a memory we have not seen
+            return "failed", f"failed: cannot read {self.path} ({exc}); the old memory is kept"
         try:
             answer = await self._ask(old, result)
         except ModelError as exc:
@@ -254,7 +272,7 @@ class Memory(Feature):
         try:
             write_atomically(self.path, new + "\n")
         except OSError as exc:
-            return "rejected", f"rejected: cannot write {self.path} ({exc}); the old memory is kept"
+            return "failed", f"failed: cannot write {self.path} ({exc}); the old memory is kept"
         return "written", f"written: {len(new):,} characters to {self.space}.md"
 
     async def _ask(self, old: str, result: TurnResult) -> str:

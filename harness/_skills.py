@@ -79,7 +79,8 @@ class Skills(Feature):
             )
         if name in self.loaded:
             return (
-                f"Skill {name!r} is already loaded; its instructions are above, its tools offered."
+                f"Skill {name!r} is already loaded: its tools are offered, and its instructions "
+                "came with the first load_skill result."
             )
         self.loaded.append(name)
         names = ", ".join(t.name for t in skill.tools)

@@ -53,10 +53,9 @@ def scoped_variant(parent: Variant, max_iterations: int) -> Variant:
 
 
 def describe(child_id: str, result: TurnResult) -> str:
-    """The tool result that tells the parent how its subagent did."""
-    calls = (
-        f"{_count(result.iterations, 'model call')}, {_count(len(result.tool_calls), 'tool call')}"
-    )
+    """The tool result that tells the parent how its subagent did (`finish` is not counted)."""
+    work = sum(1 for c in result.tool_calls if c.name != FINISH)
+    calls = f"{_count(result.iterations, 'model call')}, {_count(work, 'tool call')}"
     if result.stop_reason == "finished":
         head = f"Subagent {child_id} finished after {calls}."
     else:
