@@ -160,6 +160,16 @@ class Session:
             return "idle"
         return "awaiting_approval" if self._proposal is not None else "running"
 
+    @property
+    def work_tools(self) -> tuple[Tool, ...]:
+        """The session's work tools (its workspace), without plan and control tools."""
+        return tuple(self._work_tools)
+
+    def emit(self, kind: EventKind, detail: str) -> None:
+        """Record an event of the running turn (for features); ignored between turns."""
+        if self._turn is not None:
+            self._emit(self._turn, kind, detail)
+
     def plan_items(self) -> tuple[PlanItem, ...]:
         """The plan as it stands (empty without a plan)."""
         return self.plan.items() if self.plan is not None else ()
@@ -222,6 +232,9 @@ class Session:
             outcome: Outcome = CONTINUE
             while isinstance(outcome, Continue):
                 outcome = await self._iterate(turn)
+            if outcome.reason != "awaiting_approval":
+                for feature in self.features:  # inside the turn's span: their spans nest in it
+                    await feature.after_turn(self._result(turn, outcome))
             self._emit(turn, "stop", f"{outcome.reason}: {outcome.detail}".rstrip(": "))
             span.set(
                 {STOP_REASON: outcome.reason, ITERATIONS: turn.iteration, OUTPUT_VALUE: turn.answer}
@@ -233,8 +246,6 @@ class Session:
             self.history.extend(turn.messages)
             self._turn = None
             self.turns += 1
-            for feature in self.features:
-                await feature.after_turn(result)
         self._save()
         return result
 

@@ -250,7 +250,7 @@ class Memory(Feature):
             status, detail = await self._update(result)
             update = MemoryUpdate(turn_index=result.turn_index, status=status, detail=detail)
             self.updates.append(update)
-            span.event("memory_updated", {"plangate.detail": detail, "plangate.status": status})
+            session.emit("memory_updated", detail)  # on the turn's AGENT span and in its result
             if status in ("rejected", "failed"):
                 span.error(detail)
 

@@ -85,8 +85,7 @@ class Skills(Feature):
         self.loaded.append(name)
         names = ", ".join(t.name for t in skill.tools)
         offered = f" Its tools ({names}) are offered from your next call on." if names else ""
-        if self._turn is not None:
-            self.session._emit(self._turn, "skill_loaded", name)
+        self.session.emit("skill_loaded", name)
         return f"Skill {name!r} loaded.{offered}\n\n{skill.instructions}"
 
     def _load_tool(self) -> Tool:

@@ -88,7 +88,7 @@ class Subagents(Feature):
 
     def delegable(self) -> dict[str, Tool]:
         """The parent's work tools a subagent may be given, by name."""
-        work: Sequence[Tool] = self.session._work_tools
+        work: Sequence[Tool] = self.session.work_tools
         return {t.name: t for t in work if t.name not in (FINISH, DELEGATE)}
 
     async def delegate(self, task: str, tools: Sequence[str], max_iterations: int) -> str:

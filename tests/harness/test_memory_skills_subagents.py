@@ -111,7 +111,13 @@ async def test_memory_is_written_after_a_turn_and_read_on_the_next(tmp_path: Pat
     )
     agent = make_agent(model, {"memory": True}, memory_dir=tmp_path, tracer_provider=provider)
     session = agent.session("s", user_id="ana")
-    await session.run_turn(ONE_TASK)
+    first = await session.run_turn(ONE_TASK)
+    assert [e.kind for e in first.events][-2:] == ["memory_updated", "stop"]
+    memory_span = next(s for s in exporter.get_finished_spans() if s.name == "memory.update")
+    turn_span = next(s for s in exporter.get_finished_spans() if s.name == "agent.turn")
+    assert (
+        memory_span.parent is not None and memory_span.parent.span_id == turn_span.context.span_id
+    )
     assert not any("# Memory of" in m.content for m in model.requests[0].messages)
     assert (tmp_path / "ana" / "default.md").read_text(encoding="utf-8") == new + "\n"
     await session.run_turn("Hello")
