@@ -3,12 +3,14 @@
 from typing import TYPE_CHECKING, Any
 
 from harness._agent import Agent, Session, SessionError
+from harness._checkpoints import Checkpoints
 from harness._context import build_context, system_prompt, written_tool_call
 from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain, register_domain
 from harness._errors import ConfigError, PlangateError
 from harness._features import Feature
 from harness._harness_plan import HarnessPlan
 from harness._loops import CallRun, Runs, call_key, call_runs, identical_runs, trailing_run
+from harness._memory import Memory, MemoryPathError
 from harness._messages import (
     AssistantMessage,
     Message,
@@ -35,11 +37,15 @@ from harness._plan import (
     snapshot,
     status_line,
 )
+from harness._references import ResultReferences
 from harness._scripted import FunctionModel, ScriptedModel, SeenRequest, UnexpectedModelCall
 from harness._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
+from harness._skills import Skill, Skills
 from harness._spec import model_from_spec
 from harness._store import SavedSession, SessionStore, StoreError
+from harness._subagents import Subagents
 from harness._todo import TodoList, todo_tools
+from harness._tokens import count_message_tokens, count_tokens
 from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool, validate
 from harness._tracing import SessionTracing
 from harness._trigger import needs_plan, split_tasks
@@ -76,6 +82,7 @@ __all__ = [
     "CallRun",
     "Runs",
     "CallSpec",
+    "Checkpoints",
     "ConfigError",
     "Domain",
     "Event",
@@ -84,6 +91,8 @@ __all__ = [
     "FunctionModel",
     "GuardSettings",
     "HarnessPlan",
+    "Memory",
+    "MemoryPathError",
     "Message",
     "Model",
     "ModelError",
@@ -93,6 +102,7 @@ __all__ = [
     "PlanSettings",
     "PlanState",
     "PlanStatus",
+    "ResultReferences",
     "PlangateError",
     "ScriptedModel",
     "SeenRequest",
@@ -102,8 +112,11 @@ __all__ = [
     "SessionStore",
     "SessionTracing",
     "SimulatedModel",
+    "Skill",
+    "Skills",
     "StopReason",
     "StoreError",
+    "Subagents",
     "SystemMessage",
     "TaskSpec",
     "TodoList",
@@ -126,6 +139,8 @@ __all__ = [
     "call_key",
     "call_runs",
     "canonical_json",
+    "count_message_tokens",
+    "count_tokens",
     "domain_names",
     "get_domain",
     "identical_runs",

@@ -76,7 +76,10 @@ class Checkpoints(Feature):
         self._failed_at = -1
 
     def history(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """The checkpoint message, then the messages it does not cover."""
+        """The checkpoint message, then the messages it does not cover.
+
+        `messages` is `session.history` as the loop passes it (no other feature rewrites it).
+        """
         if not self.text:
             return messages
         return [checkpoint_message(self.text), *messages[self.covered :]]
@@ -106,18 +109,17 @@ class Checkpoints(Feature):
         try:
             text = (await self._ask(turn, context)).strip()
         except ModelError as exc:
-            self._fail(turn, covering, f"the model call failed ({exc})")
+            self._fail(covering, f"the model call failed ({exc})")
             return
         if not text:
-            self._fail(turn, covering, "the model wrote no text")
+            self._fail(covering, "the model wrote no text")
             return
         newly = covering - self.covered
         written = count_tokens(text)
         after = tokens - replaced + count_message_tokens([checkpoint_message(text)])
         self.text, self.covered = text, covering
         earlier = " and the earlier checkpoint" if len(context) > newly else ""
-        self.session._emit(
-            turn,
+        self.session.emit(
             "checkpoint",
             f"replaced {newly} message{'s' if newly != 1 else ''} of earlier turns{earlier} "
             f"({replaced:,} tokens) by a checkpoint of {written:,} tokens; history and turn: "
@@ -146,11 +148,11 @@ class Checkpoints(Feature):
         turn.usage = turn.usage + response.usage
         return response.message.content
 
-    def _fail(self, turn: Turn, covering: int, why: str) -> None:
+    def _fail(self, covering: int, why: str) -> None:
         self._failed_at = covering
         detail = f"failed: {why}; the history is kept as it was"
         logger.warning("checkpoint of session %s %s", self.session.session_id, detail)
-        self.session._emit(turn, "checkpoint", detail)
+        self.session.emit("checkpoint", detail)
 
 
 def checkpoint_message(text: str) -> UserMessage:

@@ -32,7 +32,7 @@ import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness._errors import ConfigError
@@ -67,7 +67,7 @@ MAX_SHAPE_CHARS = 1_000
 SHAPE_SAMPLE = 50
 """Items of a list whose keys the shape collects."""
 
-_MODULES = re.compile(r"(?<![\w$.])(?:import|include)\b")
+_MODULES = re.compile(r"(?<![\w$.])(?:import|include|modulemeta)\b")
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
@@ -130,8 +130,8 @@ class ResultReferences(Feature):
         source = _STRINGS.sub('""', expression)
         if _MODULES.search(source):
             raise ToolRetry(
-                "jq modules (import, include) are not available here. Write the whole "
-                "expression inline, with `def name: body;` for helpers."
+                "jq modules (import, include, modulemeta) are not available here. Write the "
+                "whole expression inline, with `def name: body;` for helpers."
             )
         answer = await run_jq(
             expression,
@@ -161,7 +161,7 @@ class ResultReferences(Feature):
         )
         return f"Unknown reference {ref!r}. Stored results: {listed}. Query one of these ids."
 
-    def _query_function(self) -> Any:
+    def _query_function(self) -> Callable[[str, str], Awaitable[str]]:
         async def query_result(ref: str, expression: str) -> str:
             """Query a stored tool result.
 
@@ -323,7 +323,7 @@ def _work() -> None:  # pragma: no cover - runs in the query process
         found = program.input_text(payload) if header["is_json"] else program.input_value(payload)
         for value in found:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            outputs.append(text)
+            outputs.append(text[: header["max_chars"] - size + 1])
             size += len(text) + 1
             if size > header["max_chars"]:
                 truncated = True
@@ -362,12 +362,12 @@ async def run_jq(
             _WORKER,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,  # unread: `debug` could fill any buffer
             cwd=folder,
             env={},
         )
         try:
-            out, err = await asyncio.wait_for(process.communicate(data), time_limit)
+            out, _ = await asyncio.wait_for(process.communicate(data), time_limit)
         except TimeoutError:
             return {"error": "timeout", "message": f"stopped after {time_limit:g} s"}
         finally:
@@ -378,9 +378,8 @@ async def run_jq(
     try:
         answer: dict[str, Any] = json.loads(out)
     except json.JSONDecodeError:
-        detail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
-        logger.warning("jq process ended with code %s: %s", process.returncode, detail[0])
-        return {"error": "crash", "message": f"exit code {process.returncode}: {detail[0]}"}
+        logger.warning("jq query process ended with code %s", process.returncode)
+        return {"error": "crash", "message": f"exit code {process.returncode}"}
     return answer
 
 

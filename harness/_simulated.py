@@ -159,16 +159,22 @@ def _statuses(tools: Sequence[ToolDefinition]) -> frozenset[str]:
 
 def diligent_action(reading: Reading) -> Action:
     """What a diligent agent does next, given what it can see."""
+    can_plan = reading.tools & {"todo_write", "create_plan"}
+    if can_plan and len(reading.requested) >= 2 and not reading.wrote_plan and _new_work(reading):
+        return _write_plan(reading)
     if reading.plan is not None and (reading.tools & PLAN_TOOLS or "finish" in reading.tools):
         return _plan_step(reading)
-    can_plan = reading.tools & {"todo_write", "create_plan"}
-    if can_plan and len(reading.requested) >= 2 and not reading.wrote_plan:
-        return _write_plan(reading)
     for task in reading.requested:
         call = _next_call(task, reading)
         if call is not None:
             return call
     return _conclude(reading)
+
+
+def _new_work(reading: Reading) -> bool:
+    """The request asks for tasks the visible plan does not hold (or there is no plan)."""
+    planned = {item.task.key for item in reading.plan or () if item.task is not None}
+    return not {task.key for task in reading.requested} <= planned
 
 
 def _write_plan(reading: Reading) -> CallSpec:
@@ -298,6 +304,8 @@ class SimulatedModel:
     ) -> ModelResponse:
         """Decide the next step from the visible context."""
         self.calls += 1
+        if not tools:  # a side request (a checkpoint, a memory update): answer in text
+            return self._respond(Say(_side_answer(messages, self.tasks)), messages)
         view = self._view(messages)
         reading = read_context(view, self.tasks, tools)
         action = self._behave(diligent_action(reading), reading)
@@ -374,6 +382,16 @@ class SimulatedModel:
             model_name=self.name,
             finish_reason="tool_calls",
         )
+
+
+def _side_answer(messages: Sequence[Message], tasks: Sequence[TaskSpec]) -> str:
+    """What a diligent model writes when asked for text with no tools: memory or checkpoint."""
+    asked = messages[0].content if messages else ""
+    if "NO_CHANGE" in asked:
+        return "NO_CHANGE"
+    text = "\n".join(m.content for m in messages[1:])
+    named = [t.title for t in _tasks_in(text, tasks)]
+    return "Checkpoint. Tasks asked for so far: " + ("; ".join(named) or "none recognized") + "."
 
 
 def _is_work(action: Action) -> TypeGuard[CallSpec]:
