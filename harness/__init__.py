@@ -46,7 +46,7 @@ from harness._store import SavedSession, SessionStore, StoreError
 from harness._subagents import Subagents
 from harness._todo import TodoList, todo_tools
 from harness._tokens import count_message_tokens, count_tokens
-from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool, validate
+from harness._tools import Tool, ToolResult, ToolRetry, render_result, run_tool, tool, validate
 from harness._tracing import SessionTracing
 from harness._trigger import needs_plan, split_tasks
 from harness._turn import Event, EventKind, StopReason, ToolCallRecord, Turn, TurnResult
@@ -155,6 +155,7 @@ __all__ = [
     "read_context",
     "register_domain",
     "render_plan",
+    "render_result",
     "run_tool",
     "snapshot",
     "split_tasks",

@@ -1,11 +1,32 @@
 """Trace tables, importers, and (later) golden datasets and replay."""
 
+from replay._cassette import (
+    CassetteError,
+    CassetteModel,
+    Exchange,
+    Recorder,
+    RecordingModel,
+    ToolRecord,
+    cassette_tools,
+    fingerprint,
+    recording_tools,
+)
+from replay._dataset import (
+    DatasetError,
+    GoldenDataset,
+    read_dataset,
+    validate_dataset,
+    write_dataset,
+)
 from replay._exporter import TraceTableExporter, trace_table_provider
 from replay._import_messages import rows_from_messages
 from replay._import_otlp import otlp_json_from_spans
 from replay._import_phoenix import from_phoenix_dataframe
 from replay._importers import import_formats, import_traces, importer
 from replay._openinference import SpanEvent, SpanRecord, rows_from_spans
+from replay._record import SessionRequest, load_requests, record, steps
+from replay._redact import Redactor
+from replay._replay import Divergence, ReplayResult, first_divergence, replay_turn
 from replay._schema import (
     COLUMNS,
     SCHEMA,
@@ -23,6 +44,29 @@ from replay._schema import (
 )
 
 __all__ = [
+    "CassetteError",
+    "CassetteModel",
+    "DatasetError",
+    "Divergence",
+    "Exchange",
+    "GoldenDataset",
+    "Recorder",
+    "RecordingModel",
+    "Redactor",
+    "ReplayResult",
+    "SessionRequest",
+    "ToolRecord",
+    "cassette_tools",
+    "fingerprint",
+    "first_divergence",
+    "load_requests",
+    "read_dataset",
+    "record",
+    "recording_tools",
+    "replay_turn",
+    "steps",
+    "validate_dataset",
+    "write_dataset",
     "COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",

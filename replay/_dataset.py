@@ -1,0 +1,354 @@
+"""Golden session datasets: a folder with a manifest and Parquet tables.
+
+    datasets/NAME/
+      manifest.json        name, schema version, description, creation time, SHA-256 per file
+      sessions.parquet     one row per session: who, which variant, model and domain recorded it
+      turns.parquet        one row per turn: the request, its rubric, the state before it (plan,
+                           features, memory), its trajectory (messages and steps), how it ended
+      spans.parquet        the recorded trajectory as a trace table
+      model_cassette.parquet  every model exchange: session, turn, iteration, request fingerprint
+      tool_cassette.parquet   every tool result: session, turn, position, tool name, arguments
+
+Writes are atomic: the dataset is written to a temporary folder beside the target, then renamed
+into place; a failed write leaves the old dataset untouched. `validate_dataset` checks schemas,
+hashes and references and reports each problem with its file, column and row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness import PlangateError
+from replay._cassette import Exchange, ToolRecord
+from replay._schema import SCHEMA, validate_table
+
+DATASET_VERSION = 1
+MANIFEST = "manifest.json"
+
+SESSIONS = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("domain", pa.string()),
+        pa.field("seed", pa.int64()),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("metadata", pa.string()),
+    ]
+)
+TURNS = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field("request", pa.string(), nullable=False),
+        pa.field("rubric", pa.string()),
+        pa.field("plan_before", pa.string()),
+        pa.field("features_before", pa.string()),
+        pa.field("messages", pa.string(), nullable=False),
+        pa.field("steps", pa.string(), nullable=False),
+        pa.field("stop_reason", pa.string()),
+        pa.field("answer", pa.string()),
+    ]
+)
+MODEL_CASSETTE = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field("iteration", pa.int32(), nullable=False),
+        pa.field("fingerprint", pa.string(), nullable=False),
+        pa.field("request", pa.string(), nullable=False),
+        pa.field("tools", pa.string(), nullable=False),
+        pa.field("response", pa.string(), nullable=False),
+    ]
+)
+TOOL_CASSETTE = pa.schema(
+    [
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field("position", pa.int32(), nullable=False),
+        pa.field("tool_name", pa.string(), nullable=False),
+        pa.field("tool_args", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("result", pa.string(), nullable=False),
+        pa.field("error_type", pa.string()),
+    ]
+)
+FILES: dict[str, pa.Schema] = {
+    "sessions.parquet": SESSIONS,
+    "turns.parquet": TURNS,
+    "spans.parquet": SCHEMA,
+    "model_cassette.parquet": MODEL_CASSETTE,
+    "tool_cassette.parquet": TOOL_CASSETTE,
+}
+
+
+class DatasetError(PlangateError):
+    """A golden dataset is missing, malformed or inconsistent; the message says where."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoldenDataset:
+    """A golden dataset in memory."""
+
+    name: str
+    description: str
+    sessions: pa.Table
+    turns: pa.Table
+    spans: pa.Table
+    model_cassette: pa.Table
+    tool_cassette: pa.Table
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+
+    def turn(self, session_id: str, turn_index: int) -> dict[str, Any]:
+        """One turn's row."""
+        for row in self.turns.to_pylist():
+            if row["session_id"] == session_id and row["turn_index"] == turn_index:
+                return dict(row)
+        raise DatasetError(
+            f"dataset {self.name!r} has no turn {turn_index} in session {session_id!r}"
+        )
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        """One session's row."""
+        for row in self.sessions.to_pylist():
+            if row["session_id"] == session_id:
+                return dict(row)
+        known = ", ".join(self.sessions["session_id"].to_pylist()[:8])
+        raise DatasetError(f"dataset {self.name!r} has no session {session_id!r}; some: {known}")
+
+    def exchanges(self, session_id: str, turn_index: int) -> list[Exchange]:
+        """The recorded model exchanges of one turn, in order."""
+        rows = [
+            r
+            for r in self.model_cassette.to_pylist()
+            if r["session_id"] == session_id and r["turn_index"] == turn_index
+        ]
+        return [
+            Exchange(
+                session_id=r["session_id"],
+                turn_index=r["turn_index"],
+                iteration=r["iteration"],
+                fingerprint=r["fingerprint"],
+                request=json.loads(r["request"]),
+                tools=json.loads(r["tools"]),
+                response=json.loads(r["response"]),
+            )
+            for r in sorted(rows, key=lambda r: r["iteration"])
+        ]
+
+    def tool_records(self, session_id: str, turn_index: int | None = None) -> list[ToolRecord]:
+        """Recorded tool results of one turn (or of every turn of the session)."""
+        rows = [
+            r
+            for r in self.tool_cassette.to_pylist()
+            if r["session_id"] == session_id
+            and (turn_index is None or r["turn_index"] == turn_index)
+        ]
+        return [ToolRecord(**{**r, "error_type": r.get("error_type") or ""}) for r in rows]
+
+
+def table_of(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows as a table of `schema`."""
+    return pa.Table.from_pydict({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
+
+
+def write_dataset(dataset: GoldenDataset, folder: str | Path) -> Path:
+    """Write a dataset atomically; an existing dataset at `folder` is replaced whole."""
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        hashes = {}
+        for name in FILES:
+            pq.write_table(getattr(dataset, name.removesuffix(".parquet")), staging / name)
+            hashes[name] = _sha256(staging / name)
+        manifest = {
+            "name": dataset.name,
+            "schema_version": DATASET_VERSION,
+            "description": dataset.description,
+            "created_at": dataset.created_at,
+            "files": hashes,
+            "counts": {
+                "sessions": dataset.sessions.num_rows,
+                "turns": dataset.turns.num_rows,
+                "spans": dataset.spans.num_rows,
+            },
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _swap(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _swap(staging: Path, target: Path) -> None:
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    retired = target.with_name(f".{target.name}.old")
+    shutil.rmtree(retired, ignore_errors=True)
+    os.replace(target, retired)
+    os.replace(staging, target)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_dataset(folder: str | Path) -> GoldenDataset:
+    """Read a dataset; any problem `validate_dataset` finds is a `DatasetError`."""
+    problems = validate_dataset(folder)
+    if problems:
+        shown = "\n  ".join(problems[:10])
+        more = f"\n  … and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise DatasetError(f"{folder}: not a valid golden dataset:\n  {shown}{more}")
+    return _load(Path(folder))
+
+
+def _load(path: Path) -> GoldenDataset:
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    tables = {name.removesuffix(".parquet"): pq.read_table(path / name) for name in FILES}
+    return GoldenDataset(
+        name=manifest["name"],
+        description=manifest.get("description", ""),
+        created_at=manifest.get("created_at", ""),
+        **tables,
+    )
+
+
+def validate_dataset(folder: str | Path) -> list[str]:
+    """Every problem of a dataset folder, each naming the file, the column and the row."""
+    path = Path(folder)
+    if not (path / MANIFEST).is_file():
+        return [f"{path / MANIFEST}: missing; is {path} a golden dataset folder?"]
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return [f"{path / MANIFEST}: not valid JSON ({exc})"]
+    problems = _check_manifest(path, manifest)
+    if problems:
+        return problems
+    tables: dict[str, pa.Table] = {}
+    for name, schema in FILES.items():
+        problems.extend(_check_file(path / name, schema, manifest, tables))
+    if not problems:
+        problems.extend(_check_references(tables))
+    return problems
+
+
+def _check_manifest(path: Path, manifest: Any) -> list[str]:
+    where = path / MANIFEST
+    if not isinstance(manifest, dict):
+        return [f"{where}: expected a JSON object"]
+    problems = [
+        f"{where}: field {k!r} is missing"
+        for k in ("name", "schema_version", "files")
+        if k not in manifest
+    ]
+    if problems:
+        return problems
+    if manifest["schema_version"] != DATASET_VERSION:
+        problems.append(
+            f"{where}: schema_version {manifest['schema_version']!r} is not {DATASET_VERSION}"
+        )
+    missing = [name for name in FILES if name not in manifest["files"]]
+    problems.extend(f"{where}: files has no entry for {name}" for name in missing)
+    return problems
+
+
+def _check_file(
+    file: Path, schema: pa.Schema, manifest: dict[str, Any], tables: dict[str, pa.Table]
+) -> list[str]:
+    if not file.is_file():
+        return [f"{file}: missing"]
+    if _sha256(file) != manifest["files"][file.name]:
+        return [
+            f"{file}: SHA-256 does not match the manifest (the file changed after it was written)"
+        ]
+    try:
+        table = pq.read_table(file)
+    except (pa.ArrowInvalid, OSError) as exc:
+        return [f"{file}: not a Parquet file ({exc})"]
+    problems = []
+    for expected in schema:
+        if expected.name not in table.column_names:
+            problems.append(f"{file}: column {expected.name!r} is missing")
+            continue
+        column = table.column(expected.name)
+        if column.type != expected.type:
+            problems.append(
+                f"{file}: column {expected.name!r} is {column.type}, expected {expected.type}"
+            )
+        elif not expected.nullable and column.null_count:
+            row = column.to_pylist().index(None)
+            problems.append(
+                f"{file}: column {expected.name!r}, row {row}: null in a required column"
+            )
+    if file.name == "spans.parquet" and not problems:
+        try:
+            validate_table(table, str(file))
+        except PlangateError as exc:
+            problems.append(str(exc))
+    tables[file.name] = table
+    return problems
+
+
+def _check_references(tables: dict[str, pa.Table]) -> list[str]:
+    sessions = set(tables["sessions.parquet"]["session_id"].to_pylist())
+    turns = set(
+        zip(
+            tables["turns.parquet"]["session_id"].to_pylist(),
+            tables["turns.parquet"]["turn_index"].to_pylist(),
+            strict=True,
+        )
+    )
+    problems = []
+    turn_sessions = tables["turns.parquet"]["session_id"].to_pylist()
+    for row, session in enumerate(turn_sessions):
+        if session not in sessions:
+            problems.append(
+                f"turns.parquet: column 'session_id', row {row}: session {session!r} "
+                "is not in sessions.parquet"
+            )
+    for name in ("model_cassette.parquet", "tool_cassette.parquet", "spans.parquet"):
+        table = tables[name]
+        pairs = zip(table["session_id"].to_pylist(), table["turn_index"].to_pylist(), strict=True)
+        for row, pair in enumerate(pairs):
+            if pair not in turns:
+                problems.append(
+                    f"{name}: columns 'session_id', 'turn_index', row {row}: {pair} "
+                    "is not a turn in turns.parquet"
+                )
+                break
+    for row, text in enumerate(tables["turns.parquet"]["rubric"].to_pylist()):
+        problems.extend(_check_rubric(text, row))
+    return problems
+
+
+def _check_rubric(text: str | None, row: int) -> list[str]:
+    # The rubric's schema belongs to the evaluators; here only its form (`plangate dataset
+    # validate` also parses it with the evaluators).
+    if text is None:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [f"turns.parquet: column 'rubric', row {row}: not valid JSON ({exc})"]
+    if not isinstance(value, dict):
+        return [f"turns.parquet: column 'rubric', row {row}: expected a JSON object"]
+    return []

@@ -1,0 +1,277 @@
+"""Recording: run multi-turn sessions through the reference agent and keep them as a golden.
+
+Every model exchange and every work-tool result is recorded into the cassette, the spans into
+the trace table, and each turn's state before it (plan, features) and trajectory into the turns
+table. Secrets are redacted before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from harness import (
+    Agent,
+    Session,
+    TurnResult,
+    get_domain,
+    load_variant,
+    message_to_dict,
+    model_from_spec,
+)
+from replay._cassette import Recorder, RecordingModel, fingerprint_of, recording_tools
+from replay._dataset import (
+    MODEL_CASSETTE,
+    SESSIONS,
+    TOOL_CASSETTE,
+    TURNS,
+    DatasetError,
+    GoldenDataset,
+    table_of,
+)
+from replay._exporter import trace_table_provider
+from replay._redact import Redactor
+from replay._schema import concat_tables
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRequest:
+    """One session to record: its turns' requests and rubrics."""
+
+    session_id: str
+    requests: tuple[str, ...]
+    rubrics: tuple[dict[str, Any] | None, ...] = ()
+    """Per turn (may be shorter than `requests`)."""
+    user_id: str = "user"
+    model: str | None = None
+    """Overrides the recording's model spec for this session (e.g. a failure model)."""
+    seed: int | None = None
+
+
+@dataclass(slots=True)
+class RecordedSession:
+    """What one recorded session produced, before redaction."""
+
+    session: dict[str, Any]
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+
+def steps(result: TurnResult) -> list[str]:
+    """A turn's trajectory as comparable steps: calls, plan changes, texts, and the stop."""
+    out: list[str] = []
+    plans = [e for e in result.events if e.kind == "plan_updated"]
+    calls = list(result.tool_calls)
+    for iteration in range(0, result.iterations + 1):
+        out.extend(
+            f"call {c.name} {c.arguments} -> {c.status}" for c in calls if c.iteration == iteration
+        )
+        out.extend(f"plan {e.detail}" for e in plans if e.iteration == iteration)
+    out.append(f"stop {result.stop_reason}")
+    return out
+
+
+def load_requests(text: str, where: str) -> list[SessionRequest]:
+    """Parse a requests file: a JSON list of sessions (or JSON Lines, one session a line).
+
+    A session is `{"session_id": "...", "turns": ["request", ...] or [{"request": "...",
+    "rubric": {...}}, ...], "user_id"?: "...", "model"?: "sim:looper", "seed"?: 1}`.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        try:
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: neither JSON nor JSON Lines ({exc})") from exc
+    if not isinstance(data, list):
+        raise DatasetError(f"{where}: expected a list of sessions")
+    return [_session_request(entry, f"{where}: session {i}") for i, entry in enumerate(data)]
+
+
+def _session_request(entry: Any, where: str) -> SessionRequest:
+    if not isinstance(entry, dict) or not isinstance(entry.get("session_id"), str):
+        raise DatasetError(f"{where}: expected an object with a 'session_id' string")
+    turns = entry.get("turns")
+    if not isinstance(turns, list) or not turns:
+        raise DatasetError(f"{where}: 'turns' must be a non-empty list")
+    requests: list[str] = []
+    rubrics: list[dict[str, Any] | None] = []
+    for index, turn in enumerate(turns):
+        if isinstance(turn, str):
+            requests.append(turn)
+            rubrics.append(None)
+        elif isinstance(turn, dict) and isinstance(turn.get("request"), str):
+            requests.append(turn["request"])
+            rubrics.append(turn.get("rubric"))
+        else:
+            raise DatasetError(
+                f"{where}: turns[{index}]: expected a request string or {{'request': ...}}"
+            )
+    return SessionRequest(
+        session_id=entry["session_id"],
+        requests=tuple(requests),
+        rubrics=tuple(rubrics),
+        user_id=str(entry.get("user_id", "user")),
+        model=entry.get("model"),
+        seed=entry.get("seed"),
+    )
+
+
+async def record(
+    requests: Sequence[SessionRequest],
+    *,
+    name: str,
+    variant: str,
+    model: str,
+    domain: str = "observability",
+    seed: int = 0,
+    description: str = "",
+    redact: Iterable[str] = (),
+) -> GoldenDataset:
+    """Run every session and return the golden dataset (redacted, not yet written)."""
+    redactor = Redactor(redact)
+    sessions: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    exchanges: list[dict[str, Any]] = []
+    tool_rows: list[dict[str, Any]] = []
+    span_tables: list[pa.Table] = []
+    for request in requests:
+        recorder = Recorder()
+        provider, exporter = trace_table_provider()
+        spec = request.model or model
+        chosen_seed = request.seed if request.seed is not None else seed
+        recorded = await _record_session(
+            request, recorder, provider, variant, spec, domain, chosen_seed
+        )
+        provider.shutdown()
+        sessions.append(recorded.session)
+        turns.extend(recorded.turns)
+        exchanges.extend(_exchange_row(e) for e in recorder.exchanges)
+        tool_rows.extend(_tool_row(r) for r in recorder.tool_records)
+        span_tables.append(exporter.table())
+    dataset = GoldenDataset(
+        name=name,
+        description=description,
+        sessions=table_of(redactor.data(sessions), SESSIONS),
+        turns=table_of(redactor.data(turns), TURNS),
+        spans=_redact_table(concat_tables(span_tables), redactor),
+        model_cassette=table_of(_refingerprint(redactor.data(exchanges)), MODEL_CASSETTE),
+        tool_cassette=table_of(redactor.data(tool_rows), TOOL_CASSETTE),
+    )
+    return dataset
+
+
+async def _record_session(
+    request: SessionRequest,
+    recorder: Recorder,
+    provider: Any,
+    variant: str,
+    spec: str,
+    domain_name: str,
+    seed: int,
+) -> RecordedSession:
+    domain = get_domain(domain_name)
+    agent = Agent(
+        model=RecordingModel(model_from_spec(spec, domain=domain, seed=seed), recorder),
+        variant=load_variant(variant),
+        tools=lambda: recording_tools(domain.make_tools(), recorder),
+        instructions=domain.instructions,
+        tracer_provider=provider,
+    )
+    session = agent.session(
+        request.session_id, user_id=request.user_id, metadata={"domain": domain.name}
+    )
+    recorded = RecordedSession(
+        session={
+            "session_id": request.session_id,
+            "user_id": request.user_id,
+            "variant": variant,
+            "model": spec,
+            "domain": domain.name,
+            "seed": seed,
+            "source": "plangate",
+            "metadata": json.dumps({"domain": domain.name}),
+        }
+    )
+    for index, text in enumerate(request.requests):
+        rubric = request.rubrics[index] if index < len(request.rubrics) else None
+        recorded.turns.append(await _record_turn(session, recorder, index, text, rubric))
+    return recorded
+
+
+async def _record_turn(
+    session: Session, recorder: Recorder, index: int, text: str, rubric: dict[str, Any] | None
+) -> dict[str, Any]:
+    before = session.state()
+    recorder.begin_turn(session.session_id, index)
+    result = await session.run_turn(text)
+    return {
+        "session_id": session.session_id,
+        "turn_index": index,
+        "request": text,
+        "rubric": json.dumps(rubric, sort_keys=True) if rubric is not None else None,
+        "plan_before": json.dumps(before["plan"]) if before["plan"] is not None else None,
+        "features_before": json.dumps(before["features"], sort_keys=True),
+        "messages": json.dumps([message_to_dict(m) for m in result.messages], ensure_ascii=False),
+        "steps": json.dumps(steps(result), ensure_ascii=False),
+        "stop_reason": result.stop_reason,
+        "answer": result.answer,
+    }
+
+
+def _exchange_row(exchange: Any) -> dict[str, Any]:
+    return {
+        "session_id": exchange.session_id,
+        "turn_index": exchange.turn_index,
+        "iteration": exchange.iteration,
+        "fingerprint": exchange.fingerprint,
+        "request": exchange.request,
+        "tools": exchange.tools,
+        "response": exchange.response,
+    }
+
+
+def _refingerprint(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fingerprints of the redacted requests (what a replay will send), then JSON columns."""
+    out = []
+    for row in rows:
+        out.append(
+            {
+                **row,
+                "fingerprint": fingerprint_of(row["request"], row["tools"]),
+                "request": json.dumps(row["request"], ensure_ascii=False),
+                "tools": json.dumps(row["tools"]),
+                "response": json.dumps(row["response"], ensure_ascii=False),
+            }
+        )
+    return out
+
+
+def _tool_row(record: Any) -> dict[str, Any]:
+    return {
+        "session_id": record.session_id,
+        "turn_index": record.turn_index,
+        "position": record.position,
+        "tool_name": record.tool_name,
+        "tool_args": record.tool_args,
+        "status": record.status,
+        "result": record.result,
+        "error_type": record.error_type,
+    }
+
+
+def _redact_table(table: pa.Table, redactor: Redactor) -> pa.Table:
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if pa.types.is_string(column.type):
+            column = pa.array(
+                [redactor.text(v) if v is not None else None for v in column.to_pylist()],
+                type=column.type,
+            )
+        columns[name] = column
+    return pa.Table.from_pydict(columns, schema=table.schema)

@@ -1,0 +1,214 @@
+"""Replay: run one recorded turn again against a harness variant, and say where it diverged.
+
+The conversation and state are restored as recorded before turn k (history, plan, features),
+turn k runs with the chosen variant, and model and tool answers come from the chosen sources:
+the cassette (strict: a request that no longer matches is an error naming the first difference;
+lenient: served in order, drift flagged), a simulated model, or a live OpenAI-compatible model;
+tools from the cassette (an unrecorded call gets a "not recorded" result) or live (a fresh
+workspace, brought to its recorded state by re-running the earlier turns' recorded calls).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from harness import (
+    Agent,
+    Model,
+    Tool,
+    TurnResult,
+    get_domain,
+    load_variant,
+    model_from_spec,
+)
+from replay._cassette import CassetteModel, calls_of, cassette_tools
+from replay._dataset import DatasetError, GoldenDataset
+from replay._exporter import trace_table_provider
+from replay._record import steps
+
+ToolSource = Literal["cassette", "live"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Divergence:
+    """Where a replayed trajectory first differs from the recorded one."""
+
+    step: int
+    """Index of the first differing step (0-based)."""
+    recorded: str | None
+    """The recorded step there (None: the recording had ended)."""
+    replayed: str | None
+    """The replayed step there (None: the replay had ended)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    """One replayed turn."""
+
+    session_id: str
+    turn_index: int
+    variant: str
+    model: str
+    recorded: list[str]
+    """The recorded trajectory's steps."""
+    replayed: list[str]
+    """The replay's steps (empty when the replay failed)."""
+    divergence: Divergence | None
+    """None: the trajectories are identical."""
+    result: TurnResult | None
+    """The replayed turn (None when it failed)."""
+    table: pa.Table | None
+    """The replay's spans as a trace table."""
+    drift: list[str] = field(default_factory=list)
+    """Lenient cassette: where requests differed from the recording."""
+    error: str | None = None
+    """Why the replay could not complete (e.g. a strict cassette mismatch)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (what `plangate replay --json` prints per turn)."""
+        return {
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
+            "variant": self.variant,
+            "model": self.model,
+            "identical": self.divergence is None and self.error is None,
+            "divergence": None
+            if self.divergence is None
+            else {
+                "step": self.divergence.step,
+                "recorded": self.divergence.recorded,
+                "replayed": self.divergence.replayed,
+            },
+            "stop_reason": self.result.stop_reason if self.result else None,
+            "drift": self.drift,
+            "error": self.error,
+        }
+
+
+def first_divergence(recorded: Sequence[str], replayed: Sequence[str]) -> Divergence | None:
+    """The first index where two step lists differ (None when equal)."""
+    for index in range(max(len(recorded), len(replayed))):
+        old = recorded[index] if index < len(recorded) else None
+        new = replayed[index] if index < len(replayed) else None
+        if old != new:
+            return Divergence(step=index, recorded=old, replayed=new)
+    return None
+
+
+async def replay_turn(
+    dataset: GoldenDataset,
+    session_id: str,
+    turn_index: int,
+    *,
+    variant: str | None = None,
+    model: str = "cassette",
+    tools: ToolSource = "cassette",
+    tracer_provider: Any = None,
+) -> ReplayResult:
+    """Replay one turn; a strict cassette mismatch is reported in `error`, not raised."""
+    session_row = dataset.session(session_id)
+    turn_row = dataset.turn(session_id, turn_index)
+    chosen = variant or session_row["variant"]
+    recorded = json.loads(turn_row["steps"])
+    provider, exporter = (tracer_provider, None) if tracer_provider else trace_table_provider()
+    cassette = _model(dataset, session_row, turn_index, model)
+    agent = Agent(
+        model=cassette,
+        variant=load_variant(chosen),
+        tools=_tools(dataset, session_row, turn_index, tools),
+        instructions=get_domain(session_row["domain"]).instructions,
+        tracer_provider=provider,
+    )
+    session = agent.session(
+        session_id, user_id=session_row["user_id"], metadata={"domain": session_row["domain"]}
+    )
+    session.restore(_state_before(dataset, session_row, turn_index))
+    base = {
+        "session_id": session_id,
+        "turn_index": turn_index,
+        "variant": chosen,
+        "model": model,
+        "recorded": recorded,
+    }
+    result = await session.run_turn(turn_row["request"])
+    replayed = steps(result)
+    served = cassette if isinstance(cassette, CassetteModel) else None
+    table = exporter.table() if exporter is not None else None
+    return ReplayResult(
+        **base,
+        replayed=replayed,
+        divergence=first_divergence(recorded, replayed),
+        result=result,
+        table=table,
+        drift=list(served.drift) if served else [],
+        error=served.failure if served else None,
+    )
+
+
+def _model(
+    dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int, spec: str
+) -> Model:
+    if spec in ("cassette", "cassette-lenient"):
+        exchanges = dataset.exchanges(session_row["session_id"], turn_index)
+        return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
+    domain = get_domain(session_row["domain"])
+    return model_from_spec(spec, domain=domain, seed=session_row.get("seed") or 0)
+
+
+def _tools(
+    dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int, source: ToolSource
+) -> Callable[[], Sequence[Tool]]:
+    domain = get_domain(session_row["domain"])
+    session_id = session_row["session_id"]
+    if source == "cassette":
+        records = dataset.tool_records(session_id, turn_index)
+        return lambda: cassette_tools(domain.make_tools(), records)
+    if source != "live":
+        raise DatasetError(f"unknown tool source {source!r}; choose one of: cassette, live")
+    earlier = [r for r in dataset.tool_records(session_id) if r.turn_index < turn_index]
+
+    def live() -> Sequence[Tool]:
+        workspace = list(domain.make_tools())
+        offered = {t.name: t for t in workspace}
+        for call in calls_of(earlier):  # bring the fresh workspace to its state before turn k
+            _replay_call(call, offered)
+        return workspace
+
+    return live
+
+
+def _replay_call(call: Any, offered: dict[str, Tool]) -> None:
+    tool = offered.get(call.name)
+    if tool is None or tool.is_async:
+        return
+    try:
+        tool.function(**json.loads(call.arguments))
+    except Exception:  # a call that failed when recorded fails again: its effect is the same
+        return
+
+
+def _state_before(
+    dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int
+) -> dict[str, Any]:
+    session_id = session_row["session_id"]
+    history: list[dict[str, Any]] = []
+    for index in range(turn_index):
+        history.extend(json.loads(dataset.turn(session_id, index)["messages"]))
+    turn = dataset.turn(session_id, turn_index)
+    return {
+        "version": 1,
+        "session_id": session_id,
+        "user_id": session_row["user_id"],
+        "metadata": json.loads(session_row.get("metadata") or "{}"),
+        "turns": turn_index,
+        "history": history,
+        "plan": json.loads(turn["plan_before"]) if turn["plan_before"] else None,
+        "turn": None,
+        "proposal": None,
+        "features": json.loads(turn["features_before"] or "{}"),
+    }
