@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test check lint types bench clean
+.PHONY: demo test check lint types bench datasets clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,9 @@ test: check
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.bench
+
+datasets: $(STAMP)
+	$(BIN)/python -m ci._build_datasets
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

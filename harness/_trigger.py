@@ -16,7 +16,7 @@ ACTION_VERBS: frozenset[str] = frozenset(
     add aggregate analyze analyse answer apply approve archive assign book build calculate
     cancel change check close collect compare compute confirm count create delete deploy describe
     draft email escalate estimate explain export fetch file filter find fix flag gather generate
-    get group identify investigate issue list locate look merge move notify open order pick
+    get group identify inspect investigate issue list locate look merge move notify open order pick
     prepare prioritize process propose publish query rank read recommend refund remove rename
     replace reply report rerun reset resolve restart review run schedule search send set share
     show sort split suggest summarize summarise tag tell test track triage update validate verify

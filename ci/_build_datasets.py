@@ -1,0 +1,155 @@
+"""Build the golden datasets in `datasets/` from the request files in `datasets/requests/`.
+
+    .venv/bin/python -m ci._build_datasets [NAME ...]
+
+The request files are the source of truth (human-readable JSON, see `replay.load_requests`);
+this script records each through the reference agent with a simulated model and writes it to
+`datasets/<name>/`. Everything is deterministic: the simulated models, the domains' data and
+the per-session seeds are fixed, so a rebuild reproduces the same turns, steps and cassettes
+(only timestamps and the manifest's creation time differ).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from replay import GoldenDataset, concat_tables, load_requests, record, write_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ROOT / "datasets"
+REQUESTS = DATASETS / "requests"
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One request file recorded in one domain."""
+
+    requests: str
+    """File name under `datasets/requests/` (without `.json`)."""
+    domain: str
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    """One golden dataset: how to record it."""
+
+    name: str
+    variant: str
+    model: str
+    parts: tuple[Part, ...]
+    description: str
+    seed: int = 0
+
+
+BUILDS: tuple[Build, ...] = (
+    Build(
+        name="observability-core",
+        variant="alyx",
+        model="sim:diligent",
+        parts=(Part("observability-core", "observability"),),
+        description=(
+            "Reference agent (alyx, sim:diligent) on the observability domain: simple one-step "
+            "requests (no plan), requests of 2-5 tasks (plan, required tools), the deploy task "
+            "that must be marked blocked, multi-turn redirects ('actually, do this instead') "
+            "and closing turns without work."
+        ),
+    ),
+    Build(
+        name="support-desk",
+        variant="alyx",
+        model="sim:diligent",
+        parts=(Part("support-desk", "support"),),
+        description=(
+            "Reference agent (alyx, sim:diligent) on the support domain: simple one-step "
+            "requests, requests of 2-5 tasks, the television refund above the agent limit "
+            "(escalated and marked blocked), multi-turn redirects and closing turns."
+        ),
+    ),
+    Build(
+        name="failure-modes",
+        variant="alyx",
+        model="sim:diligent",
+        parts=(Part("failure-modes", "observability"),),
+        description=(
+            "alyx on the observability domain with failure models per session (sim:looper, "
+            "sim:forgetful, sim:early-finisher, sim:announcer, sim:silent, sim:churner; three "
+            "seeds each), so their failures and the harness's reactions are in the goldens."
+        ),
+    ),
+    Build(
+        name="flux-dependencies",
+        variant="flux",
+        model="sim:diligent",
+        parts=(
+            Part("flux-dependencies-observability", "observability"),
+            Part("flux-dependencies-support", "support"),
+        ),
+        description=(
+            "Dependency plans (flux, sim:diligent) on the observability and support domains: "
+            "chained steps, a blocked step (deploy, television refund) that fails with its "
+            "dependents blocked, and a following turn that drops it and replans."
+        ),
+    ),
+)
+
+
+def _merge(name: str, description: str, parts: list[GoldenDataset]) -> GoldenDataset:
+    if len(parts) == 1:
+        return parts[0]
+    return GoldenDataset(
+        name=name,
+        description=description,
+        sessions=pa.concat_tables([p.sessions for p in parts]),
+        turns=pa.concat_tables([p.turns for p in parts]),
+        spans=concat_tables([p.spans for p in parts]),
+        model_cassette=pa.concat_tables([p.model_cassette for p in parts]),
+        tool_cassette=pa.concat_tables([p.tool_cassette for p in parts]),
+    )
+
+
+async def build(spec: Build, root: Path = DATASETS) -> Path:
+    """Record one dataset from its request files and write it under `root`."""
+    recorded = []
+    for part in spec.parts:
+        path = REQUESTS / f"{part.requests}.json"
+        requests = load_requests(path.read_text(encoding="utf-8"), str(path))
+        recorded.append(
+            await record(
+                requests,
+                name=spec.name,
+                variant=spec.variant,
+                model=spec.model,
+                domain=part.domain,
+                seed=spec.seed,
+                description=spec.description,
+            )
+        )
+    return write_dataset(_merge(spec.name, spec.description, recorded), root / spec.name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build every dataset (or the ones named) and print what was written."""
+    names = list(sys.argv[1:] if argv is None else argv)
+    unknown = set(names) - {b.name for b in BUILDS}
+    if unknown:
+        print(f"unknown dataset(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    for spec in BUILDS:
+        if names and spec.name not in names:
+            continue
+        began = time.perf_counter()
+        folder = asyncio.run(build(spec))
+        print(f"{spec.name}: {folder} ({time.perf_counter() - began:.1f} s)")
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
