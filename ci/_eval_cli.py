@@ -27,7 +27,9 @@ def add_commands(commands: Any) -> None:
 
     scoring = commands.add_parser("eval", help="score every turn of a trace table")
     scoring.add_argument("table", metavar="TABLE.parquet")
-    scoring.add_argument("--rubric", metavar="FILE", help="rubric file (JSON or TOML)")
+    scoring.add_argument(
+        "--rubric", metavar="FILE", help="rubric file (JSON or TOML) or golden dataset folder"
+    )
     scoring.add_argument("-o", "--output", metavar="SCORES.parquet", help="write the scores table")
     scoring.add_argument("--evaluator", action="append", help="only this evaluator (repeatable)")
     scoring.add_argument(
@@ -79,8 +81,30 @@ def _rubrics(path: str | None) -> RubricSet | None:
     if path is None:
         return None
     if Path(path).is_dir():
-        raise TraceTableError(f"{path}: is a folder; --rubric takes a rubric file (JSON or TOML)")
+        if (Path(path) / "manifest.json").is_file():
+            return dataset_rubrics(path)
+        raise TraceTableError(
+            f"{path}: is a folder without manifest.json; --rubric takes a rubric file (JSON or "
+            "TOML) or a golden dataset folder"
+        )
     return load_rubrics(path)
+
+
+def dataset_rubrics(path: str) -> RubricSet:
+    """The per-turn rubrics of a golden dataset folder (its turns' `rubric` column)."""
+    from evaluators import RubricSet, rubric_from_dict
+    from replay import read_dataset
+
+    dataset = read_dataset(path)
+    turns = {
+        (row["session_id"], row["turn_index"]): rubric_from_dict(
+            json.loads(row["rubric"]),
+            f"{path}/turns.parquet: session {row['session_id']!r}, turn {row['turn_index']}",
+        )
+        for row in dataset.turns.to_pylist()
+        if row["rubric"] is not None
+    }
+    return RubricSet(turns=turns)
 
 
 def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ from replay._dataset import (
     write_dataset,
 )
 from replay._exporter import TraceTableExporter, trace_table_provider
+from replay._from_traces import dataset_from_traces
 from replay._import_messages import rows_from_messages
 from replay._import_otlp import otlp_json_from_spans
 from replay._import_phoenix import from_phoenix_dataframe
@@ -57,6 +58,7 @@ __all__ = [
     "SessionRequest",
     "ToolRecord",
     "cassette_tools",
+    "dataset_from_traces",
     "fingerprint",
     "first_divergence",
     "load_requests",

@@ -1,0 +1,288 @@
+"""`plangate record`, `plangate dataset validate|from-traces` and `plangate replay`: goldens."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import PlangateError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from replay import GoldenDataset, ReplayResult
+
+CONTEXT = 2
+"""Steps shown on each side of a divergence."""
+REDACTED = "[REDACTED]"
+
+
+def add_commands(commands: Any) -> None:
+    """Add `record`, `dataset` and `replay` to the `plangate` subcommands."""
+    recording = commands.add_parser("record", help="record sessions as a golden dataset")
+    recording.add_argument("--variant", required=True, help="variant name or .toml path")
+    recording.add_argument("--model", required=True, help="sim:NAME or openai:MODEL")
+    recording.add_argument("--requests", required=True, metavar="FILE", help="sessions (JSON)")
+    recording.add_argument("-o", "--output", required=True, metavar="datasets/NAME")
+    recording.add_argument("--domain", default="observability", help="demo domain")
+    recording.add_argument("--seed", type=int, default=0, help="seed of a simulated model")
+    recording.add_argument("--name", help="dataset name (default: the output folder's name)")
+    recording.add_argument("--description", default="", help="what the dataset is for")
+    recording.add_argument(
+        "--redact", action="append", default=[], metavar="REGEX", help="also redact this"
+    )
+
+    dataset = commands.add_parser("dataset", help="check or build golden datasets")
+    verbs = dataset.add_subparsers(dest="dataset_command", required=True, metavar="VERB")
+    validate = verbs.add_parser("validate", help="check a dataset's files, hashes and rubrics")
+    validate.add_argument("path", metavar="PATH")
+    traces = verbs.add_parser("from-traces", help="a golden dataset from a trace table")
+    traces.add_argument("table", metavar="TABLE.parquet")
+    traces.add_argument("--session", action="append", help="only this session (repeatable)")
+    traces.add_argument("-o", "--output", required=True, metavar="datasets/NAME")
+    traces.add_argument("--name", help="dataset name (default: the output folder's name)")
+
+    _add_replay(commands)
+
+
+def _add_replay(commands: Any) -> None:
+    replaying = commands.add_parser("replay", help="replay a golden dataset's turns")
+    replaying.add_argument("dataset", metavar="DATASET")
+    replaying.add_argument("--session", action="append", help="only this session (repeatable)")
+    replaying.add_argument("--turn", type=int, action="append", help="only this turn index")
+    replaying.add_argument("--variant", help="default: each session's recording variant")
+    replaying.add_argument(
+        "--model", default="cassette", help="cassette | cassette-lenient | sim:NAME | openai:MODEL"
+    )
+    replaying.add_argument("--tools", default="cassette", choices=["cassette", "live"])
+    replaying.add_argument("-o", "--output", metavar="TABLE.parquet", help="write replay spans")
+    replaying.add_argument("--json", action="store_true", help="print a JSON list of results")
+    replaying.add_argument("--shard", metavar="i/n", help="every n-th turn starting at i")
+    replaying.add_argument("--jobs", type=int, default=4, help="turns replayed at once")
+
+
+def run_record(args: argparse.Namespace) -> int:
+    """`plangate record ... -o datasets/NAME`."""
+    from replay import load_requests, record, write_dataset
+
+    path = Path(args.requests)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlangateError(f"cannot read requests file {path}: {exc.strerror}") from exc
+    requests = load_requests(text, str(path))
+    dataset = asyncio.run(
+        record(
+            requests,
+            name=args.name or Path(args.output).name,
+            variant=args.variant,
+            model=args.model,
+            domain=args.domain,
+            seed=args.seed,
+            description=args.description,
+            redact=args.redact,
+        )
+    )
+    target = write_dataset(dataset, args.output)
+    print(
+        f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
+        f"{dataset.spans.num_rows} spans; {redacted_count(dataset)} secrets redacted"
+    )
+    return 0
+
+
+def redacted_count(dataset: GoldenDataset) -> int:
+    """How many `[REDACTED]` markers the dataset's turns, sessions and cassettes hold."""
+    tables = (dataset.sessions, dataset.turns, dataset.model_cassette, dataset.tool_cassette)
+    return sum(_markers(table) for table in tables)
+
+
+def _markers(table: pa.Table) -> int:
+    import pyarrow as pa
+
+    total = 0
+    for column in table.columns:
+        if pa.types.is_string(column.type):
+            total += sum(v.count(REDACTED) for v in column.to_pylist() if v)
+    return total
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    """`plangate dataset validate PATH` and `plangate dataset from-traces TABLE -o PATH`."""
+    if args.dataset_command == "validate":
+        return _validate(args.path)
+    return _from_traces(args)
+
+
+def dataset_problems(path: str) -> list[str]:
+    """What `validate_dataset` finds, plus each turn's rubric parsed by the evaluators."""
+    from evaluators import RubricError, rubric_from_dict
+    from replay import validate_dataset
+
+    problems = validate_dataset(path)
+    if problems:
+        return problems
+    import pyarrow.parquet as pq
+
+    turns = pq.read_table(Path(path) / "turns.parquet").to_pylist()
+    for row, turn in enumerate(turns):
+        if turn["rubric"] is None:
+            continue
+        where = f"{Path(path) / 'turns.parquet'}: column 'rubric', row {row}"
+        try:
+            rubric_from_dict(json.loads(turn["rubric"]), where)
+        except RubricError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _validate(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    problems = dataset_problems(path)
+    if problems:
+        print(f"{path}: {len(problems)} problems")
+        for problem in problems:
+            print(f"  {problem}")
+        return 1
+    sessions = pq.read_metadata(Path(path) / "sessions.parquet").num_rows
+    turns = pq.read_metadata(Path(path) / "turns.parquet").num_rows
+    print(f"valid: {sessions} sessions, {turns} turns")
+    return 0
+
+
+def _from_traces(args: argparse.Namespace) -> int:
+    from replay import dataset_from_traces, read_table, write_dataset
+
+    table = read_table(args.table)
+    dataset = dataset_from_traces(
+        table, name=args.name or Path(args.output).name, sessions=args.session
+    )
+    target = write_dataset(dataset, args.output)
+    print(
+        f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
+        f"{dataset.spans.num_rows} spans"
+    )
+    return 0
+
+
+def select_turns(
+    dataset: GoldenDataset,
+    sessions: Sequence[str] | None,
+    turns: Sequence[int] | None,
+    shard: str | None,
+) -> list[tuple[str, int]]:
+    """The (session, turn) pairs to replay, in a stable order, after filters and sharding."""
+    from replay import DatasetError
+
+    known = set(dataset.sessions["session_id"].to_pylist())
+    for session in sessions or ():
+        if session not in known:
+            dataset.session(session)  # raises, naming some known sessions
+    pairs = sorted(
+        zip(
+            dataset.turns["session_id"].to_pylist(),
+            dataset.turns["turn_index"].to_pylist(),
+            strict=True,
+        )
+    )
+    chosen = [
+        (s, k) for s, k in pairs if (not sessions or s in sessions) and (not turns or k in turns)
+    ]
+    if not chosen:
+        raise DatasetError(f"{dataset.name}: no turn matches --session/--turn")
+    if shard is None:
+        return chosen
+    index, count = parse_shard(shard)
+    return chosen[index - 1 :: count]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` as (i, n), 1 ≤ i ≤ n."""
+    first, sep, second = text.partition("/")
+    if sep and first.isdigit() and second.isdigit() and 1 <= int(first) <= int(second):
+        return int(first), int(second)
+    raise PlangateError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 1/4")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored."""
+    from replay import concat_tables, read_dataset, write_table
+
+    if args.jobs < 1:
+        raise PlangateError(f"--jobs {args.jobs}: expected at least 1")
+    if args.model not in ("cassette", "cassette-lenient") and ":" not in args.model:
+        raise PlangateError(
+            f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"
+        )
+    dataset = read_dataset(args.dataset)
+    pairs = select_turns(dataset, args.session, args.turn, args.shard)
+    show = sys.stderr.isatty() and not args.json
+    results = asyncio.run(_replay_all(dataset, pairs, args, show))
+    if args.output:
+        write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
+    else:
+        for result in results:
+            print_result(result)
+    same = sum(r.divergence is None and r.error is None for r in results)
+    if not args.json:
+        print(f"{same} of {len(results)} turns identical")
+    return 0 if same == len(results) else 1
+
+
+async def _replay_all(
+    dataset: GoldenDataset, pairs: list[tuple[str, int]], args: argparse.Namespace, show: bool
+) -> list[ReplayResult]:
+    from rich.progress import Progress
+
+    from replay import replay_turn
+
+    gate = asyncio.Semaphore(args.jobs)
+    with Progress(disable=not show, transient=True) as progress:
+        task = progress.add_task("replaying", total=len(pairs))
+
+        async def one(session: str, turn: int) -> ReplayResult:
+            async with gate:
+                result = await replay_turn(
+                    dataset, session, turn, variant=args.variant, model=args.model, tools=args.tools
+                )
+            progress.advance(task)
+            return result
+
+        return list(await asyncio.gather(*(one(s, k) for s, k in pairs)))
+
+
+def print_result(result: ReplayResult) -> None:
+    """One turn's outcome; a divergence with the steps around it side by side."""
+    where = f"{result.session_id} turn {result.turn_index}"
+    if result.error is not None:
+        print(f"{where}: error: {result.error}")
+        return
+    if result.divergence is None:
+        print(f"{where}: identical")
+        return
+    step = result.divergence.step
+    print(f"{where}: diverged at step {step}")
+    print(f"  {'':>4}  {'recorded':<60}  replayed")
+    for index in range(max(0, step - CONTEXT), step + CONTEXT + 1):
+        old, new = _at(result.recorded, index), _at(result.replayed, index)
+        if old == new == "":
+            continue
+        mark = ">" if index == step else " "
+        print(f"  {mark}{index:>3}  {_cut(old):<60}  {_cut(new)}")
+
+
+def _at(steps: Sequence[str], index: int) -> str:
+    return steps[index] if index < len(steps) else ""
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,438 @@
+"""A golden dataset from any trace table: ours, pulled from Phoenix, or imported.
+
+Each turn (an AGENT span and the rows under it) becomes a turn row: the request is the AGENT
+span's input, the messages are rebuilt from the LLM spans' output (assistant messages with their
+tool calls) and the TOOL spans (tool messages), the steps are computed as `replay.steps` computes
+them from a live turn (calls, plan changes, the stop). The model cassette is rebuilt from the LLM
+spans that carry their content: the request messages from `input.value` (`{"messages": [...]}`),
+the offered tools from `llm.tools.N.tool.json_schema`, the answer from `llm.output_messages`.
+An LLM span without its request content gets an empty request and the fingerprint `""`: such
+turns replay only with `cassette-lenient` (a strict cassette refuses every request). The tool
+cassette comes from the TOOL spans. The plan and features before a turn are not in a trace
+table, so they stay empty: a later turn replays without its earlier plan.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replay._cassette import fingerprint_of
+from replay._dataset import (
+    MODEL_CASSETTE,
+    SESSIONS,
+    TOOL_CASSETTE,
+    TURNS,
+    DatasetError,
+    GoldenDataset,
+    table_of,
+)
+from replay._schema import canonical_arguments
+
+Row = dict[str, Any]
+_OUTPUT = "llm.output_messages.0.message."
+_CALL = re.compile(re.escape(_OUTPUT) + r"tool_calls\.(\d+)\.tool_call\.(.+)$")
+_PLAN_NOTE = re.compile(r"\n\[Plan: [^\n]*\]$")
+"""The plan reminder our loop appends to a tool's output; the tool cassette keeps the raw result."""
+_TOOL_SCHEMA = re.compile(r"^llm\.tools\.(\d+)\.tool\.json_schema$")
+
+
+def dataset_from_traces(
+    table: pa.Table,
+    *,
+    name: str,
+    sessions: Sequence[str] | None = None,
+    description: str = "",
+) -> GoldenDataset:
+    """A golden dataset of the chosen sessions (all by default) of a trace table.
+
+    Args:
+        table: A trace table (`replay.SCHEMA`).
+        name: The dataset's name.
+        sessions: Only these sessions; each must be in the table.
+        description: What the dataset is for.
+
+    Returns:
+        The dataset, not yet written (`write_dataset`).
+
+    Raises:
+        DatasetError: A chosen session is not in the table, or the table has no turn.
+    """
+    present = list(dict.fromkeys(table["session_id"].to_pylist()))
+    chosen = list(sessions) if sessions else present
+    missing = [s for s in chosen if s not in present]
+    if missing:
+        raise DatasetError(
+            f"session {missing[0]!r} is not in the trace table; some: {', '.join(present[:8])}"
+        )
+    spans = table.filter(pc.is_in(table["session_id"], value_set=pa.array(chosen, pa.string())))
+    turns: dict[tuple[str, int], list[Row]] = defaultdict(list)
+    for row in spans.to_pylist():
+        turns[(row["session_id"], row["turn_index"])].append(row)
+    if not turns:
+        raise DatasetError("the trace table has no turn to make a dataset of")
+    errors = _call_errors(spans)
+    built = [_turn(key, rows, errors) for key, rows in sorted(turns.items())]
+    return GoldenDataset(
+        name=name,
+        description=description,
+        sessions=table_of([_session(s, spans) for s in chosen], SESSIONS),
+        turns=table_of([b.turn for b in built], TURNS),
+        spans=spans,
+        model_cassette=table_of([e for b in built for e in b.exchanges], MODEL_CASSETTE),
+        tool_cassette=table_of([t for b in built for t in b.tools], TOOL_CASSETTE),
+    )
+
+
+class _Built:
+    """One turn's rows of the turns table and the two cassettes."""
+
+    def __init__(self, turn: Row, exchanges: list[Row], tools: list[Row]) -> None:
+        self.turn, self.exchanges, self.tools = turn, exchanges, tools
+
+
+def _session(session_id: str, spans: pa.Table) -> Row:
+    rows = [r for r in spans.to_pylist() if r["session_id"] == session_id]
+    agent = next((r for r in rows if r["span_kind"] == "AGENT"), rows[0])
+    attributes = _attributes(agent)
+    metadata = attributes.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
+    models = [r["model_name"] for r in rows if r["span_kind"] == "LLM" and r["model_name"]]
+    return {
+        "session_id": session_id,
+        "user_id": str(attributes.get("user.id") or "user"),
+        "variant": next((r["variant"] for r in rows if r["variant"]), "unknown"),
+        "model": models[0] if models else "unknown",
+        "domain": meta.get("domain"),
+        "seed": None,
+        "source": agent["source"],
+        "metadata": json.dumps(meta, sort_keys=True) if meta else None,
+    }
+
+
+def _call_errors(spans: pa.Table) -> dict[tuple[str, str], bool]:
+    """Per (session, tool call id): whether the call's result was an error."""
+    return {
+        (r["session_id"], r["tool_call_id"]): r["status_code"] == "ERROR"
+        for r in spans.to_pylist()
+        if r["span_kind"] == "TOOL" and r["tool_call_id"]
+    }
+
+
+def _turn(key: tuple[str, int], rows: list[Row], errors: dict[tuple[str, str], bool]) -> _Built:
+    session_id, turn_index = key
+    agent = next((r for r in rows if r["span_kind"] == "AGENT"), None)
+    request = (agent or {}).get("input_value") or ""
+    llms = sorted((r for r in rows if r["span_kind"] == "LLM"), key=_order)
+    tools = sorted((r for r in rows if r["span_kind"] == "TOOL"), key=_order)
+    exchanges, calls = _exchanges(session_id, turn_index, llms, tools)
+    for exchange in exchanges:
+        exchange["request"] = [_ours(m, session_id, errors) for m in exchange["request"]]
+        if exchange["request"]:
+            exchange["fingerprint"] = fingerprint_of(exchange["request"], exchange["tools"])
+    messages = [{"role": "user", "content": request}, *_messages(exchanges, calls)]
+    stop = (agent or {}).get("stop_reason")
+    turn = {
+        "session_id": session_id,
+        "turn_index": turn_index,
+        "request": request,
+        "rubric": None,
+        "plan_before": None,
+        "features_before": None,
+        "messages": json.dumps(messages, ensure_ascii=False),
+        "steps": json.dumps(_steps(calls, _plans(agent, tools), stop), ensure_ascii=False),
+        "stop_reason": stop,
+        "answer": (agent or {}).get("output_value"),
+    }
+    return _Built(turn, [_exchange_row(e) for e in exchanges], _tool_rows(key, tools))
+
+
+def _order(row: Row) -> tuple[int, float]:
+    start = row["start_time"]
+    return (row["iteration"] or 0, start.timestamp() if start is not None else 0.0)
+
+
+def _attributes(row: Row) -> dict[str, Any]:
+    try:
+        value = json.loads(row["attributes"] or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return _flatten(value) if isinstance(value, dict) else {}
+
+
+def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested attribute objects as dotted keys (`metadata` is kept whole too)."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        out[name] = item
+        if isinstance(item, dict) and name != "metadata":
+            out.update(_flatten(item, f"{name}."))
+        elif isinstance(item, list):
+            out.update(_flatten({str(i): v for i, v in enumerate(item)}, f"{name}."))
+    return out
+
+
+def _exchanges(
+    session_id: str, turn_index: int, llms: list[Row], tools: list[Row]
+) -> tuple[list[Row], list[Row]]:
+    """The turn's model exchanges and its calls (each with its TOOL row, when there is one)."""
+    unused = list(tools)
+    exchanges: list[Row] = []
+    calls: list[Row] = []
+    offered: list[str] = []
+    for number, llm in enumerate(llms, start=1):
+        iteration = llm["iteration"] or number
+        asked = _asked_calls(llm) or _calls_of(iteration, unused)
+        exchange = _exchange(session_id, turn_index, iteration, llm, asked)
+        exchange["tools"] = offered = exchange["tools"] or offered  # unchanged unless recorded
+        exchanges.append(exchange)
+        calls.extend(_attach(asked, iteration, unused))
+    for row in list(unused):  # TOOL rows without an LLM span asking for them
+        calls.extend(
+            _attach(_calls_of(row["iteration"] or 0, [row]), row["iteration"] or 0, unused)
+        )
+    return exchanges, calls
+
+
+def _asked_calls(llm: Row) -> list[Row]:
+    found: dict[int, Row] = defaultdict(dict)
+    for key, value in _attributes(llm).items():
+        match = _CALL.match(key)
+        if match:
+            found[int(match.group(1))][match.group(2)] = value
+    return [
+        {
+            "id": str(c.get("id") or f"call-{i}"),
+            "name": str(c.get("function.name") or ""),
+            "arguments": str(c.get("function.arguments") or "{}"),
+        }
+        for i, c in sorted(found.items())
+    ]
+
+
+def _calls_of(iteration: int, tools: list[Row]) -> list[Row]:
+    return [
+        {
+            "id": r["tool_call_id"] or f"call-{r['span_id']}",
+            "name": r["tool_name"] or r["name"],
+            "arguments": r["tool_args"] or "{}",
+        }
+        for r in tools
+        if (r["iteration"] or 0) == iteration
+    ]
+
+
+def _attach(asked: list[Row], iteration: int, unused: list[Row]) -> list[Row]:
+    """Each asked call with its TOOL row (by call id, else by name), consuming the row."""
+    out = []
+    for call in asked:
+        row = next((r for r in unused if r["tool_call_id"] == call["id"]), None)
+        if row is None:
+            row = next(
+                (
+                    r
+                    for r in unused
+                    if (r["tool_name"] or r["name"]) == call["name"]
+                    and (r["iteration"] or 0) == iteration
+                ),
+                None,
+            )
+        if row is not None:
+            unused.remove(row)
+        out.append({**call, "iteration": iteration, "row": row})
+    return out
+
+
+def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked: list[Row]) -> Row:
+    attributes = _attributes(llm)
+    request = _request_messages(llm)
+    names = _offered(attributes)
+    message: Row = {
+        "role": "assistant",
+        "content": str(attributes.get(_OUTPUT + "content") or llm["output_value"] or ""),
+    }
+    if asked:
+        message["tool_calls"] = asked
+    return {
+        "session_id": session_id,
+        "turn_index": turn_index,
+        "iteration": iteration,
+        "fingerprint": "",
+        "request": request,
+        "tools": names,
+        "response": {
+            "message": message,
+            "usage": [llm["tokens_prompt"] or 0, llm["tokens_completion"] or 0],
+            "model_name": llm["model_name"] or "",
+            "finish_reason": attributes.get("llm.finish_reason"),
+        },
+    }
+
+
+def _request_messages(llm: Row) -> list[Row]:
+    try:
+        value = json.loads(llm["input_value"] or "")
+    except json.JSONDecodeError:
+        return []
+    messages = value.get("messages") if isinstance(value, dict) else None
+    return list(messages) if isinstance(messages, list) else []
+
+
+def _ours(message: Row, session_id: str, errors: dict[tuple[str, str], bool]) -> Row:
+    """A request message in `message_to_dict` form (OpenAI tool calls flattened)."""
+    if not isinstance(message, dict):
+        return {"role": "user", "content": str(message)}
+    out = dict(message)
+    if out.get("tool_calls"):
+        out["tool_calls"] = [_flat_call(c) for c in out["tool_calls"]]
+    if out.get("role") == "tool" and "is_error" not in out:
+        out["is_error"] = errors.get((session_id, str(out.get("tool_call_id"))), True)
+    return out
+
+
+def _flat_call(call: Any) -> Row:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return dict(call) if isinstance(call, dict) else {}
+    return {
+        "id": call.get("id"),
+        "name": function.get("name"),
+        "arguments": function.get("arguments"),
+    }
+
+
+def _offered(attributes: dict[str, Any]) -> list[str]:
+    found: dict[int, str] = {}
+    for key, value in attributes.items():
+        match = _TOOL_SCHEMA.match(key)
+        if not match:
+            continue
+        try:
+            schema = json.loads(value) if isinstance(value, str) else value
+        except json.JSONDecodeError:
+            continue
+        if isinstance(schema, dict):
+            function = schema.get("function", schema)
+            found[int(match.group(1))] = str(function.get("name", ""))
+    return [found[i] for i in sorted(found)]
+
+
+def _messages(exchanges: list[Row], calls: list[Row]) -> list[Row]:
+    out: list[Row] = []
+    by_id = {c["id"]: c for c in calls}
+    for exchange in exchanges:
+        message = exchange["response"]["message"]
+        out.append(message)
+        out.extend(_tool_message(by_id.pop(c["id"])) for c in message.get("tool_calls", ()))
+    for call in by_id.values():  # calls without an LLM span: one assistant message each
+        out.append({"role": "assistant", "content": "", "tool_calls": [_bare(call)]})
+        out.append(_tool_message(call))
+    return out
+
+
+def _bare(call: Row) -> Row:
+    return {"id": call["id"], "name": call["name"], "arguments": call["arguments"]}
+
+
+def _tool_message(call: Row) -> Row:
+    row = call["row"]
+    return {
+        "role": "tool",
+        "content": (row["tool_output"] or "") if row else "",
+        "tool_call_id": call["id"],
+        "name": call["name"],
+        "is_error": _status(row) == "error",
+    }
+
+
+def _status(row: Row | None) -> str:
+    """A call's status as `steps` writes it; a call without a TOOL span was refused."""
+    return "error" if row is None or row["status_code"] == "ERROR" else "ok"
+
+
+def _plans(agent: Row | None, tools: list[Row]) -> list[tuple[int, str]]:
+    """Plan snapshots by iteration: the AGENT span's `plan_updated` events, else the plan column."""
+    events = _events(agent)
+    found = [
+        (int(e["attributes"].get("plangate.iteration", 0)), str(e["attributes"]["plangate.detail"]))
+        for e in events
+        if e.get("name") == "plan_updated" and "plangate.detail" in e.get("attributes", {})
+    ]
+    if found:
+        return found
+    out, last = [], None
+    for row in tools:
+        if row["plan"] and row["plan"] != last:
+            out.append((row["iteration"] or 0, row["plan"]))
+            last = row["plan"]
+    return out
+
+
+def _events(agent: Row | None) -> list[dict[str, Any]]:
+    if agent is None or not agent["events"]:
+        return []
+    try:
+        events = json.loads(agent["events"])
+    except json.JSONDecodeError:
+        return []
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _steps(calls: list[Row], plans: list[tuple[int, str]], stop: str | None) -> list[str]:
+    """Like `replay.steps`: per iteration, its calls then its plan changes; then the stop."""
+    last = max([c["iteration"] for c in calls] + [i for i, _ in plans] + [0])
+    out: list[str] = []
+    for iteration in range(0, last + 1):
+        out.extend(
+            f"call {c['name']} {canonical_arguments(c['arguments'])} -> {_status(c['row'])}"
+            for c in calls
+            if c["iteration"] == iteration
+        )
+        out.extend(f"plan {detail}" for i, detail in plans if i == iteration)
+    out.append(f"stop {stop or 'unknown'}")
+    return out
+
+
+def _exchange_row(exchange: Row) -> Row:
+    return {
+        **exchange,
+        "request": json.dumps(exchange["request"], ensure_ascii=False),
+        "tools": json.dumps(exchange["tools"]),
+        "response": json.dumps(exchange["response"], ensure_ascii=False),
+    }
+
+
+def _tool_rows(key: tuple[str, int], tools: list[Row]) -> list[Row]:
+    return [
+        {
+            "session_id": key[0],
+            "turn_index": key[1],
+            "position": position,
+            "tool_name": row["tool_name"] or row["name"],
+            "tool_args": canonical_arguments(row["tool_args"] or "{}"),
+            "status": "error" if row["status_code"] == "ERROR" else "ok",
+            "result": _PLAN_NOTE.sub("", row["tool_output"] or ""),
+            "error_type": _error_type(row),
+        }
+        for position, row in enumerate(tools)
+    ]
+
+
+def _error_type(row: Row) -> str:
+    if row["status_code"] != "ERROR" or not row["events"]:
+        return ""
+    try:
+        events = json.loads(row["events"])
+    except json.JSONDecodeError:
+        return ""
+    for event in events if isinstance(events, list) else []:
+        if isinstance(event, dict) and event.get("name") == "exception":
+            return str(event.get("attributes", {}).get("exception.type", ""))
+    return ""
