@@ -12,6 +12,7 @@ the per-session seeds are fixed, so a rebuild reproduces the same turns, steps a
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -133,9 +134,62 @@ async def build(spec: Build, root: Path = DATASETS) -> Path:
     return write_dataset(_merge(spec.name, spec.description, recorded), root / spec.name)
 
 
+THIRD_PARTY = "third-party"
+"""Goldens built from other teams' trajectories in ../shared/corpus (import, then from-traces)."""
+
+
+def build_third_party(corpus: Path) -> Path:
+    """tau-bench, tau2-bench and SWE-agent trajectories as one golden dataset.
+
+    These goldens carry the publishers' outcomes (rewards, termination reasons) and serve the
+    evaluators and the gate; they have no harness domain behind them, so they are scored, not
+    replayed.
+    """
+    from replay import concat_tables, dataset_from_traces, import_traces
+
+    tables = [
+        import_traces("tau-bench", [corpus / "tau-bench" / "gpt-4o-airline.json"]),
+        import_traces(
+            "tau2",
+            [corpus / "tau2-bench" / "sierra_gym_gpt-4.1_telecom_no-user_4trials_5tasks.json"],
+        ),
+        import_traces(
+            "swe-agent",
+            [
+                corpus
+                / "swe-agent"
+                / "trajectories"
+                / "demonstrations"
+                / "ctf"
+                / "crypto"
+                / "eps.traj"
+            ],
+        ),
+    ]
+    dataset = dataset_from_traces(
+        concat_tables(tables),
+        name=THIRD_PARTY,
+        description=(
+            "Third-party trajectories: tau-bench gpt-4o airline (50 tasks x 4 trials), tau2-bench "
+            "gpt-4.1 telecom (5 tasks x 4 trials), and a SWE-agent run that submits the same flag "
+            "four times. Scored with their own rewards; not replayable against our harness."
+        ),
+    )
+    return write_dataset(dataset, DATASETS / THIRD_PARTY)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build every dataset (or the ones named) and print what was written."""
-    names = list(sys.argv[1:] if argv is None else argv)
+    asked = list(sys.argv[1:] if argv is None else argv)
+    if not asked or THIRD_PARTY in asked:
+        corpus = Path(os.environ.get("PLANGATE_CORPUS", ROOT.parent / "shared" / "corpus"))
+        if (corpus / "tau-bench").is_dir():
+            print(f"{THIRD_PARTY}: {build_third_party(corpus)}")
+        else:
+            print(f"{THIRD_PARTY}: skipped, no corpus at {corpus} (set PLANGATE_CORPUS)")
+    names = [n for n in asked if n != THIRD_PARTY]
+    if asked and not names:
+        return 0
     unknown = set(names) - {b.name for b in BUILDS}
     if unknown:
         print(f"unknown dataset(s): {', '.join(sorted(unknown))}", file=sys.stderr)

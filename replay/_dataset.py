@@ -57,6 +57,7 @@ TURNS = pa.schema(
         pa.field("rubric", pa.string()),
         pa.field("plan_before", pa.string()),
         pa.field("features_before", pa.string()),
+        pa.field("memory_before", pa.string()),
         pa.field("messages", pa.string(), nullable=False),
         pa.field("steps", pa.string(), nullable=False),
         pa.field("stop_reason", pa.string()),

@@ -326,12 +326,18 @@ def _offered(attributes: dict[str, Any]) -> list[str]:
 
 def _messages(exchanges: list[Row], calls: list[Row]) -> list[Row]:
     out: list[Row] = []
-    by_id = {c["id"]: c for c in calls}
+    # Some agents reuse one call id for several calls (tau-bench does): match in order.
+    pending: dict[str, list[Row]] = {}
+    for call in calls:
+        pending.setdefault(call["id"], []).append(call)
     for exchange in exchanges:
         message = exchange["response"]["message"]
         out.append(message)
-        out.extend(_tool_message(by_id.pop(c["id"])) for c in message.get("tool_calls", ()))
-    for call in by_id.values():  # calls without an LLM span: one assistant message each
+        for requested in message.get("tool_calls", ()):
+            queue = pending.get(requested["id"])
+            if queue:
+                out.append(_tool_message(queue.pop(0)))
+    for call in (c for queue in pending.values() for c in queue):  # calls with no LLM span
         out.append({"role": "assistant", "content": "", "tool_calls": [_bare(call)]})
         out.append(_tool_message(call))
     return out

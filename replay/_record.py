@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from harness import (
     Agent,
+    Memory,
     Session,
     TurnResult,
     get_domain,
@@ -131,6 +133,7 @@ async def record(
     seed: int = 0,
     description: str = "",
     redact: Iterable[str] = (),
+    memory_dir: Path | None = None,
 ) -> GoldenDataset:
     """Run every session and return the golden dataset (redacted, not yet written)."""
     redactor = Redactor(redact)
@@ -145,7 +148,7 @@ async def record(
         spec = request.model or model
         chosen_seed = request.seed if request.seed is not None else seed
         recorded = await _record_session(
-            request, recorder, provider, variant, spec, domain, chosen_seed
+            request, recorder, provider, variant, spec, domain, chosen_seed, memory_dir
         )
         provider.shutdown()
         sessions.append(recorded.session)
@@ -173,6 +176,7 @@ async def _record_session(
     spec: str,
     domain_name: str,
     seed: int,
+    memory_dir: Path | None = None,
 ) -> RecordedSession:
     domain = get_domain(domain_name)
     agent = Agent(
@@ -181,6 +185,7 @@ async def _record_session(
         tools=lambda: recording_tools(domain.make_tools(), recorder),
         instructions=domain.instructions,
         tracer_provider=provider,
+        memory_dir=memory_dir,
     )
     session = agent.session(
         request.session_id, user_id=request.user_id, metadata={"domain": domain.name}
@@ -207,6 +212,7 @@ async def _record_turn(
     session: Session, recorder: Recorder, index: int, text: str, rubric: dict[str, Any] | None
 ) -> dict[str, Any]:
     before = session.state()
+    memory = next((f for f in session.features if isinstance(f, Memory)), None)
     recorder.begin_turn(session.session_id, index)
     result = await session.run_turn(text)
     return {
@@ -216,6 +222,7 @@ async def _record_turn(
         "rubric": json.dumps(rubric, sort_keys=True) if rubric is not None else None,
         "plan_before": json.dumps(before["plan"]) if before["plan"] is not None else None,
         "features_before": json.dumps(before["features"], sort_keys=True),
+        "memory_before": memory.read() if memory is not None else None,
         "messages": json.dumps([message_to_dict(m) for m in result.messages], ensure_ascii=False),
         "steps": json.dumps(steps(result), ensure_ascii=False),
         "stop_reason": result.stop_reason,

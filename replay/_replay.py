@@ -11,8 +11,10 @@ workspace, brought to its recorded state by re-running the earlier turns' record
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -123,6 +125,7 @@ async def replay_turn(
         tools=_tools(dataset, session_row, turn_index, tools),
         instructions=get_domain(session_row["domain"]).instructions,
         tracer_provider=provider,
+        memory_dir=_memory_before(session_row, turn_row),
     )
     session = agent.session(
         session_id, user_id=session_row["user_id"], metadata={"domain": session_row["domain"]}
@@ -190,6 +193,19 @@ def _replay_call(call: Any, offered: dict[str, Tool]) -> None:
         tool.function(**json.loads(call.arguments))
     except Exception:  # a call that failed when recorded fails again: its effect is the same
         return
+
+
+def _memory_before(session_row: dict[str, Any], turn_row: dict[str, Any]) -> Path | None:
+    """A private memory folder holding the user's memory as it was before the turn."""
+    text = turn_row.get("memory_before")
+    if text is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="plangate-replay-memory-"))
+    space = json.loads(session_row.get("metadata") or "{}").get("space", "default")
+    target = folder / session_row["user_id"] / f"{space}.md"
+    target.parent.mkdir(parents=True)
+    target.write_text(text, encoding="utf-8")
+    return folder
 
 
 def _state_before(

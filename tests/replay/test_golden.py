@@ -205,3 +205,36 @@ def test_from_traces_keeps_only_the_chosen_sessions(golden: Path) -> None:
     assert rebuilt.turns.num_rows == 1
     with pytest.raises(Exception, match="'nope' is not in the trace table"):
         dataset_from_traces(dataset.spans, name="x", sessions=["nope"])
+
+
+def test_memory_before_a_turn_is_recorded_and_restored_on_replay(tmp_path: Path) -> None:
+    from harness import load_variant
+
+    variant_file = tmp_path / "alyx-memory.toml"
+    variant_file.write_text('name = "alyx-memory"\n[context]\nmemory = true\n', encoding="utf-8")
+    assert load_variant(str(variant_file)).context.memory
+    memory = tmp_path / "memory"
+    (memory / "dana").mkdir(parents=True)
+    (memory / "dana" / "default.md").write_text(
+        "# Dana\n- Wants reports as bullet lists.\n", encoding="utf-8"
+    )
+    requests = [
+        SessionRequest(
+            session_id="with-memory",
+            user_id="dana",
+            requests=(
+                "Sort the LLM spans by latency, identify the bottlenecks, and write a report with suggested improvements.",
+                "Thanks.",
+            ),
+        )
+    ]
+    dataset = asyncio.run(
+        record(
+            requests, name="mem", variant=str(variant_file), model="sim:diligent", memory_dir=memory
+        )
+    )
+    first = dataset.turn("with-memory", 0)
+    assert first["memory_before"] == "# Dana\n- Wants reports as bullet lists.\n"
+    (memory / "dana" / "default.md").write_text("changed after the recording\n", encoding="utf-8")
+    replayed = asyncio.run(replay_turn(dataset, "with-memory", 0))
+    assert replayed.error is None and replayed.divergence is None
