@@ -50,6 +50,17 @@ class Build:
 
 BUILDS: tuple[Build, ...] = (
     Build(
+        name="context-management",
+        variant="alyx-context",
+        model="sim:diligent",
+        parts=(Part("context-management", "observability"),),
+        description=(
+            "alyx-context on the observability domain: large tool results (over 600 characters) "
+            "reach the model as references with their shape, and multi-turn sessions cross the "
+            "history budget so the model writes checkpoints that replace earlier turns."
+        ),
+    ),
+    Build(
         name="observability-core",
         variant="alyx",
         model="sim:diligent",

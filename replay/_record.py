@@ -211,7 +211,8 @@ async def _record_session(
 async def _record_turn(
     session: Session, recorder: Recorder, index: int, text: str, rubric: dict[str, Any] | None
 ) -> dict[str, Any]:
-    before = session.state()
+    # A deep copy now: the state holds live objects that the turn is about to change.
+    before = json.loads(json.dumps(session.state()))
     memory = next((f for f in session.features if isinstance(f, Memory)), None)
     recorder.begin_turn(session.session_id, index)
     result = await session.run_turn(text)

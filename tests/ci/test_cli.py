@@ -74,7 +74,7 @@ def test_run_without_json_prints_a_readable_trajectory() -> None:
     [
         (
             ["--variant", "yolo"],
-            "unknown variant 'yolo'; choose one of: alyx, flux, flux-review, harness-plan, naive, todo-basic",
+            "unknown variant 'yolo'; choose one of: alyx, alyx-context, flux, flux-review, harness-plan, naive, todo-basic",
         ),
         (["--model", "sim:lazy"], "unknown simulated model 'lazy'; choose one of: sim:diligent"),
         (["--model", "claude"], "unknown model 'claude'; use sim:NAME"),

@@ -232,7 +232,9 @@ def test_load_variant_of_an_unknown_name_lists_the_choices() -> None:
         f"unknown variant 'alyks'; choose one of: {', '.join(builtin_variants())} "
         "(or give a path to a .toml file)"
     )
-    assert "alyx, flux, flux-review, harness-plan, naive, todo-basic" in str(raised.value)
+    assert "alyx, alyx-context, flux, flux-review, harness-plan, naive, todo-basic" in str(
+        raised.value
+    )
 
 
 def test_load_variant_of_a_file_path(tmp_path: Path) -> None:

@@ -88,3 +88,16 @@ def test_third_party_goldens_validate_and_keep_the_publishers_outcomes() -> None
         round(r.pass_hat_k or 0, 3) for r in repeat_scores(evaluate(tau, names=["task_completion"]))
     ]
     assert hats == [0.42, 0.273, 0.22, 0.2]
+
+
+def test_the_context_golden_holds_large_results_by_reference_and_checkpoints() -> None:
+    dataset = read_dataset(REPO / "datasets" / "context-management")
+    messages = [m for r in dataset.turns.to_pylist() for m in json.loads(r["messages"])]
+    assert sum("[Stored as ref-" in m["content"] for m in messages) >= 3
+    agents = [r for r in dataset.spans.to_pylist() if r["span_kind"] == "AGENT"]
+    assert sum('"checkpoint"' in (r["events"] or "") for r in agents) >= 2
+    # The state before each turn is what it was then, not what the turn made of it.
+    first_turns = [r for r in dataset.turns.to_pylist() if r["turn_index"] == 0]
+    assert all(
+        json.loads(r["features_before"])["result_references"]["results"] == {} for r in first_turns
+    )
