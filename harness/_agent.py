@@ -170,6 +170,21 @@ class Session:
         if self._turn is not None:
             self._emit(self._turn, kind, detail)
 
+    async def side_request(self, messages: Sequence[Message]) -> ModelResponse:
+        """A model call outside the turn's loop (a checkpoint, a memory update), with no tools.
+
+        Traced as an LLM span with iteration 0; a `ModelError` marks the span and propagates.
+        """
+        model = self.agent.model
+        with self.tracing.llm(0, messages, (), model.name) as span:
+            try:
+                response = await model.request(messages, ())
+            except ModelError as exc:
+                span.error(str(exc))
+                raise
+            self.tracing.record_response(span, response)
+        return response
+
     def plan_items(self) -> tuple[PlanItem, ...]:
         """The plan as it stands (empty without a plan)."""
         return self.plan.items() if self.plan is not None else ()

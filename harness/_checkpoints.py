@@ -127,7 +127,6 @@ class Checkpoints(Feature):
         )
 
     async def _ask(self, turn: Turn, context: Sequence[Message]) -> str:
-        model = self.session.agent.model
         messages: list[Message] = [
             SystemMessage(content=CHECKPOINT_PROMPT),
             UserMessage(
@@ -137,14 +136,7 @@ class Checkpoints(Feature):
                 )
             ),
         ]
-        tracing = self.session.tracing
-        with tracing.llm(0, messages, (), model.name) as span:  # 0: not a call of the turn
-            try:
-                response = await model.request(messages, ())
-            except ModelError as exc:
-                span.error(str(exc))
-                raise
-            tracing.record_response(span, response)
+        response = await self.session.side_request(messages)
         turn.usage = turn.usage + response.usage
         return response.message.content
 

@@ -276,7 +276,6 @@ class Memory(Feature):
         return "written", f"written: {len(new):,} characters to {self.space}.md"
 
     async def _ask(self, old: str, result: TurnResult) -> str:
-        model = self.session.agent.model
         current = old.strip() or "(empty: nothing remembered yet)"
         messages: list[Message] = [
             SystemMessage(content=UPDATE_PROMPT),
@@ -288,14 +287,7 @@ class Memory(Feature):
                 )
             ),
         ]
-        tracing = self.session.tracing
-        with tracing.llm(0, messages, (), model.name) as span:  # 0: not a call of the turn
-            try:
-                response = await model.request(messages, ())
-            except ModelError as exc:
-                span.error(str(exc))
-                raise
-            tracing.record_response(span, response)
+        response = await self.session.side_request(messages)
         return response.message.content
 
     def _title(self) -> str:
