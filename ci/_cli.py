@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from ci._dataset_cli import add_commands as add_dataset_commands
 from ci._dataset_cli import run_dataset, run_record, run_replay
 from ci._eval_cli import add_commands, run_eval, run_import
+from ci._gate_cli import add_commands as add_gate_commands
+from ci._gate_cli import run_gate_command
 from ci._runs_cli import add_commands as add_run_commands
 from ci._runs_cli import run_plan, run_resume, run_runs
 from ci._telemetry import telemetry
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_commands(commands)
     add_run_commands(commands)
     add_dataset_commands(commands)
+    add_gate_commands(commands)
     commands.add_parser("variants", help="list the shipped harness variants")
     commands.add_parser("domains", help="list the demo domains")
     commands.add_parser("models", help="list the simulated models")
@@ -93,6 +96,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "runs": run_runs,
         "plan": run_plan,
         "resume": run_resume,
+        "gate": run_gate_command,
         "record": run_record,
         "dataset": run_dataset,
         "replay": run_replay,

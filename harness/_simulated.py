@@ -12,7 +12,9 @@ diligent agent, except for its one documented failure:
 - `looper`: gets stuck repeating one work call with identical arguments;
 - `announcer`: says which tool it will call, then calls it on its next reply;
 - `churner`: reads the plan before every work call (bookkeeping instead of work);
-- `silent`: returns nothing once in the middle of the work.
+- `silent`: returns nothing once in the middle of the work;
+- `flaky`: a seeded coin decides, per run, whether it behaves as `diligent` or as
+  `early-finisher`: the same case passes under some seeds and fails under others.
 
 A seed decides where the failure strikes (which call the looper sticks on, when the silent
 model goes quiet, which calls are announced), so repeated runs vary as a real model's would.
@@ -43,7 +45,7 @@ from harness._messages import (
 from harness._plan import PLAN_HEADER
 
 Behaviour = Literal[
-    "diligent", "forgetful", "early-finisher", "looper", "announcer", "churner", "silent"
+    "diligent", "forgetful", "early-finisher", "looper", "announcer", "churner", "silent", "flaky"
 ]
 """The simulated models."""
 
@@ -290,6 +292,7 @@ class SimulatedModel:
     _ids: int = field(init=False, default=0)
     _stuck_after: int = field(init=False)
     _silent_at: int = field(init=False)
+    _slips: bool = field(init=False)
 
     def __post_init__(self) -> None:
         if self.behaviour not in BEHAVIOURS:
@@ -298,6 +301,7 @@ class SimulatedModel:
         self._rng = random.Random(f"{self.behaviour}:{self.seed}")
         self._stuck_after = self._rng.randint(1, 2)
         self._silent_at = self._rng.randint(3, 5)
+        self._slips = self._rng.random() < 0.5
 
     async def request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
@@ -327,6 +331,9 @@ class SimulatedModel:
 
     def _silent(self, action: Action, reading: Reading) -> Action:
         return Say("") if self.calls == self._silent_at else action
+
+    def _flaky(self, action: Action, reading: Reading) -> Action:
+        return self._early_finisher(action, reading) if self._slips else action
 
     def _early_finisher(self, action: Action, reading: Reading) -> Action:
         if is_last_completion(action, reading) and not reading.bounced:

@@ -111,6 +111,7 @@ async def replay_turn(
     model: str = "cassette",
     tools: ToolSource = "cassette",
     tracer_provider: Any = None,
+    seed: int | None = None,
 ) -> ReplayResult:
     """Replay one turn; a strict cassette mismatch is reported in `error`, not raised."""
     session_row = dataset.session(session_id)
@@ -118,7 +119,7 @@ async def replay_turn(
     chosen = variant or session_row["variant"]
     recorded = json.loads(turn_row["steps"])
     provider, exporter = (tracer_provider, None) if tracer_provider else trace_table_provider()
-    cassette = _model(dataset, session_row, turn_index, model)
+    cassette = _model(dataset, session_row, turn_index, model, seed)
     agent = Agent(
         model=cassette,
         variant=load_variant(chosen),
@@ -154,13 +155,18 @@ async def replay_turn(
 
 
 def _model(
-    dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int, spec: str
+    dataset: GoldenDataset,
+    session_row: dict[str, Any],
+    turn_index: int,
+    spec: str,
+    seed: int | None = None,
 ) -> Model:
     if spec in ("cassette", "cassette-lenient"):
         exchanges = dataset.exchanges(session_row["session_id"], turn_index)
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
     domain = get_domain(session_row["domain"])
-    return model_from_spec(spec, domain=domain, seed=session_row.get("seed") or 0)
+    chosen = seed if seed is not None else session_row.get("seed") or 0
+    return model_from_spec(spec, domain=domain, seed=chosen)
 
 
 def _tools(

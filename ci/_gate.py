@@ -1,0 +1,228 @@
+"""The CI gate: replay golden cases with a baseline and a candidate, k times each, and decide.
+
+For every case (a golden turn) and evaluator, each side's k outcomes give its pass^k, and a case
+whose outcomes disagree across repeats of one side is flaky: reported apart, never counted as a
+regression on its own. On the remaining cases, pass/fail flips between baseline and candidate go
+through an exact one-sided test (the binomial test on discordant pairs, McNemar's exact test);
+the gate fails on a significant regression, or when the candidate's pass rate drops below the
+evaluator's `min_pass_rate`. Exit codes: 0 pass, 1 regression, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ci._gate_file import GateFile, Side
+from ci._stats import pass_hat_k, regression_p_value
+from evaluators import RubricSet, evaluate
+from replay import concat_tables, read_dataset, replay_turn
+
+Case = tuple[str, str, int]
+"""(dataset name, session id, turn index)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseResult:
+    """One case under one evaluator, both sides."""
+
+    dataset: str
+    session_id: str
+    turn_index: int
+    evaluator: str
+    baseline: tuple[bool, ...]
+    """Baseline outcomes, one per repeat."""
+    candidate: tuple[bool, ...]
+    explanation: str
+    """The candidate's explanation on its first failing repeat (else its first)."""
+
+    @property
+    def flaky(self) -> bool:
+        """Outcomes disagree across repeats of one side."""
+        return len(set(self.baseline)) > 1 or len(set(self.candidate)) > 1
+
+    @property
+    def status(self) -> str:
+        """`regressed`, `improved`, `flaky`, `pass` or `fail`."""
+        if self.flaky:
+            return "flaky"
+        if all(self.baseline) and not any(self.candidate):
+            return "regressed"
+        if not any(self.baseline) and all(self.candidate):
+            return "improved"
+        return "pass" if all(self.candidate) else "fail"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluatorVerdict:
+    """One evaluator's decision."""
+
+    evaluator: str
+    regressed: int
+    """Cases that passed in every baseline repeat and failed in every candidate repeat."""
+    improved: int
+    flaky: int
+    cases: int
+    p_value: float
+    """One-sided exact test that the candidate is worse."""
+    baseline_pass_hat_k: float
+    candidate_pass_hat_k: float
+    candidate_pass_rate: float
+    min_pass_rate: float | None
+    failed: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The gate's decision with its evidence."""
+
+    passed: bool
+    repeats: int
+    alpha: float
+    evaluators: list[EvaluatorVerdict]
+    cases: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 regression."""
+        return 0 if self.passed else 1
+
+
+async def run_gate(gate: GateFile) -> Verdict:
+    """Replay, evaluate and compare; the whole gate."""
+    datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
+    rubrics = RubricSet(turns={k: v for s in gate.datasets for k, v in _rubrics(s.path).items()})
+    cases = _cases(gate, datasets)
+    names = list(gate.evaluators)
+    params = {name: rule.params for name, rule in gate.evaluators.items() if rule.params}
+    baseline = await _scores(gate, gate.baseline, datasets, cases, names, params, rubrics)
+    candidate = await _scores(gate, gate.candidate, datasets, cases, names, params, rubrics)
+    results = _compare(baseline, candidate, cases, names)
+    verdicts = [_decide(gate, name, [r for r in results if r.evaluator == name]) for name in names]
+    return Verdict(
+        passed=not any(v.failed for v in verdicts),
+        repeats=gate.repeats,
+        alpha=gate.alpha,
+        evaluators=verdicts,
+        cases=results,
+    )
+
+
+def _rubrics(path: Path) -> dict[tuple[str, int], Any]:
+    """The golden turns' rubrics (sessions are unique across the shipped datasets)."""
+    from ci._eval_cli import dataset_rubrics
+
+    return dict(dataset_rubrics(str(path)).turns)
+
+
+def _cases(gate: GateFile, datasets: dict[str, Any]) -> list[Case]:
+    cases = []
+    for selection in gate.datasets:
+        dataset = datasets[selection.path.name]
+        for row in dataset.turns.to_pylist():
+            if selection.sessions and row["session_id"] not in selection.sessions:
+                continue
+            if selection.turns and row["turn_index"] not in selection.turns:
+                continue
+            cases.append((selection.path.name, row["session_id"], row["turn_index"]))
+    return cases
+
+
+async def _scores(
+    gate: GateFile,
+    side: Side,
+    datasets: dict[str, Any],
+    cases: Sequence[Case],
+    names: list[str],
+    params: dict[str, dict[str, Any]],
+    rubrics: RubricSet,
+) -> dict[tuple[Case, str], list[tuple[bool, str]]]:
+    """Per (case, evaluator): the outcome and explanation of every repeat."""
+    limit = asyncio.Semaphore(gate.jobs)
+
+    async def one(case: Case, repeat: int) -> pa.Table:
+        name, session_id, turn_index = case
+        async with limit:
+            result = await replay_turn(
+                datasets[name], session_id, turn_index, variant=side.variant, model=side.model,
+                tools=side.tools, seed=gate.seed + repeat,  # type: ignore[arg-type]
+            )  # fmt: skip
+        assert result.table is not None
+        return result.table
+
+    outcomes: dict[tuple[Case, str], list[tuple[bool, str]]] = {}
+    for repeat in range(gate.repeats):
+        tables = await asyncio.gather(*(one(case, repeat) for case in cases))
+        scores = evaluate(concat_tables(tables), rubrics, names=names, params=params).to_pylist()
+        index = {(r["session_id"], r["turn_index"], r["evaluator"]): r for r in scores}
+        for case in cases:
+            for name in names:
+                row = index[(case[1], case[2], name)]
+                outcomes.setdefault((case, name), []).append(
+                    (bool(row["passed"]), row["explanation"])
+                )
+    return outcomes
+
+
+def _compare(
+    baseline: dict[tuple[Case, str], list[tuple[bool, str]]],
+    candidate: dict[tuple[Case, str], list[tuple[bool, str]]],
+    cases: Sequence[Case],
+    names: list[str],
+) -> list[CaseResult]:
+    results = []
+    for case in cases:
+        for name in names:
+            base = baseline[(case, name)]
+            cand = candidate[(case, name)]
+            failing = next((text for ok, text in cand if not ok), cand[0][1])
+            results.append(
+                CaseResult(
+                    dataset=case[0],
+                    session_id=case[1],
+                    turn_index=case[2],
+                    evaluator=name,
+                    baseline=tuple(ok for ok, _ in base),
+                    candidate=tuple(ok for ok, _ in cand),
+                    explanation=failing,
+                )  # fmt: skip
+            )
+    return results
+
+
+def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVerdict:
+    steady = [r for r in results if not r.flaky]
+    regressed = sum(r.status == "regressed" for r in steady)
+    improved = sum(r.status == "improved" for r in steady)
+    p_value = regression_p_value(regressed, improved)
+    k = gate.repeats
+    base_hat = _mean([pass_hat_k(k, sum(r.baseline), k) for r in results])
+    cand_hat = _mean([pass_hat_k(k, sum(r.candidate), k) for r in results])
+    rate = _mean([sum(r.candidate) / k for r in results])
+    rule = gate.evaluators[name]
+    failures = []
+    if regressed and p_value < gate.alpha:
+        failures.append(
+            f"{regressed} case(s) regressed against {improved} improved (p = {p_value:.3g} < "
+            f"{gate.alpha})"
+        )
+    if rule.min_pass_rate is not None and rate < rule.min_pass_rate:
+        failures.append(f"pass rate {rate:.1%} is below the minimum {rule.min_pass_rate:.1%}")
+    summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
+    return EvaluatorVerdict(
+        evaluator=name, regressed=regressed, improved=improved,
+        flaky=sum(r.flaky for r in results), cases=len(results), p_value=p_value,
+        baseline_pass_hat_k=base_hat, candidate_pass_hat_k=cand_hat, candidate_pass_rate=rate,
+        min_pass_rate=rule.min_pass_rate, failed=bool(failures),
+        reason="; ".join(failures) if failures else summary,
+    )  # fmt: skip
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

@@ -1,0 +1,192 @@
+"""The CI gate: gate files, verdicts with real statistics, flaky cases, reports, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ci._gate import run_gate
+from ci._gate_file import GateFileError, load_gate
+from ci._reports import junit, markdown, write_reports
+from tests.conftest import REPO
+
+DATASET = REPO / "datasets" / "observability-core"
+SESSIONS = (
+    '["obs-008", "obs-009", "obs-010", "obs-013", "obs-017", "obs-020", "obs-001", "obs-004"]'
+)
+
+
+def gate_file(
+    tmp_path: Path, baseline: str, candidate: str, *, repeats: int = 2, extra: str = ""
+) -> Path:
+    path = tmp_path / "gate.toml"
+    path.write_text(
+        f"""
+[gate]
+repeats = {repeats}
+[[datasets]]
+path = "{DATASET}"
+sessions = {SESSIONS}
+[baseline]
+{baseline}
+[candidate]
+{candidate}
+[evaluators.task_completion]
+{extra}
+[evaluators.tool_call_loops]
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def plangate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_real_regression_fails_with_evidence_and_reports(tmp_path: Path) -> None:
+    path = gate_file(
+        tmp_path,
+        'variant = "alyx"\nmodel = "sim:forgetful"\ntools = "live"',
+        'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"',
+    )
+    verdict = asyncio.run(run_gate(load_gate(path)))
+    assert not verdict.passed and verdict.exit_code == 1
+    completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
+    assert completion.failed and completion.regressed >= 5 and completion.p_value < 0.05
+    regressed = [
+        c for c in verdict.cases if c.status == "regressed" and c.evaluator == "task_completion"
+    ]
+    assert all(c.baseline == (True, True) and c.candidate == (False, False) for c in regressed)
+
+    suites = ET.fromstring(junit(verdict))
+    suite = next(s for s in suites if s.get("name") == "task_completion")
+    assert suite.get("tests") == str(
+        sum(1 for c in verdict.cases if c.evaluator == "task_completion")
+    )
+    assert int(suite.get("failures") or 0) == completion.regressed
+    failures = [tc.find("failure") for tc in suite if tc.find("failure") is not None]
+    assert len(failures) == completion.regressed
+    assert all(f is not None and f.get("message") for f in failures)
+
+    summary = markdown(verdict)
+    assert summary.startswith("❌ **plangate: regression**")
+    assert "**Regressed cases**" in summary
+    files = write_reports(verdict, tmp_path / "out")
+    assert json.loads(files["json"].read_text())["exit_code"] == 1
+
+
+def test_the_baseline_against_itself_passes(tmp_path: Path) -> None:
+    side = 'variant = "alyx"\nmodel = "sim:diligent"\ntools = "live"'
+    verdict = asyncio.run(run_gate(load_gate(gate_file(tmp_path, side, side))))
+    assert verdict.passed
+    assert all(v.regressed == 0 and v.flaky == 0 for v in verdict.evaluators)
+
+
+def test_a_flaky_case_is_reported_as_flaky_and_does_not_fail_the_gate(tmp_path: Path) -> None:
+    path = gate_file(
+        tmp_path,
+        'variant = "todo-basic"\nmodel = "sim:diligent"\ntools = "live"',
+        'variant = "todo-basic"\nmodel = "sim:flaky"\ntools = "live"',
+        repeats=4,
+    )
+    verdict = asyncio.run(run_gate(load_gate(path)))
+    completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
+    assert completion.flaky >= 1
+    assert completion.regressed == 0 and not completion.failed
+    assert verdict.passed
+    flaky = [c for c in verdict.cases if c.status == "flaky"]
+    assert any(len(set(c.candidate)) == 2 for c in flaky)
+    assert "**Flaky cases**" in markdown(verdict)
+    suite = next(s for s in ET.fromstring(junit(verdict)) if s.get("name") == "task_completion")
+    assert int(suite.get("skipped") or 0) == completion.flaky
+
+
+def test_min_pass_rate_fails_the_gate_without_a_regression(tmp_path: Path) -> None:
+    side = 'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"'
+    verdict = asyncio.run(
+        run_gate(load_gate(gate_file(tmp_path, side, side, extra="min_pass_rate = 0.99")))
+    )
+    completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
+    assert completion.regressed == 0 and completion.failed
+    assert "below the minimum 99.0%" in completion.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[gate]\nrepeat = 2\n", "unknown key 'gate.repeat'; allowed: alpha, jobs, repeats, seed"),
+        (
+            "[gate]\nalpha = 2\n[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n",
+            "gate.alpha must be between 0 and 1",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\nmodel = 'gpt'\n[candidate]\nvariant = 'b'\n",
+            "baseline.model is 'gpt'; allowed: cassette, cassette-lenient",
+        ),
+        ("[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n", "[[datasets]] is missing"),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n[evaluators.speed]\n",
+            "unknown key 'evaluators.speed'",
+        ),
+        ("[[datasets]]\npath = 'x'\n[candidate]\nvariant = 'b'\n", "[baseline] is missing"),
+    ],
+)
+def test_gate_file_mistakes_name_the_key(tmp_path: Path, text: str, needle: str) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GateFileError) as raised:
+        load_gate(path)
+    assert needle in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_exit_codes_of_the_real_command(tmp_path: Path) -> None:
+    same = 'variant = "alyx"\nmodel = "sim:diligent"\ntools = "live"'
+    passing = plangate("gate", str(gate_file(tmp_path, same, same)), "-o", str(tmp_path / "pass"))
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert passing.stdout.startswith("plangate gate: PASS")
+
+    (tmp_path / "b").mkdir()
+    worse = gate_file(
+        tmp_path / "b",
+        'variant = "alyx"\nmodel = "sim:forgetful"\ntools = "live"',
+        'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"',
+    )
+    failing = plangate("gate", str(worse), "-o", str(tmp_path / "fail"))
+    assert failing.returncode == 1
+    assert "REGRESSION" in failing.stdout and "regressed:" in failing.stdout
+    assert ET.parse(tmp_path / "fail" / "junit.xml").getroot().tag == "testsuites"
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[gate\n", encoding="utf-8")
+    unusable = plangate("gate", str(bad))
+    assert (
+        unusable.returncode == 2
+        and "not valid TOML" in unusable.stderr
+        and "Traceback" not in unusable.stderr
+    )
+    missing = plangate("gate", str(tmp_path / "none.toml"))
+    assert missing.returncode == 2 and "cannot read gate file" in missing.stderr
+
+
+def test_the_shipped_gate_file_loads() -> None:
+    gate = load_gate(REPO / "ci" / "gate.toml")
+    assert [d.path.name for d in gate.datasets] == ["observability-core", "support-desk"]
+    assert all(d.path.is_dir() for d in gate.datasets)
+    assert gate.repeats == 3 and set(gate.evaluators) == {
+        "task_completion",
+        "tool_call_loops",
+        "plan_adherence",
+    }
