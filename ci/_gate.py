@@ -1,11 +1,14 @@
 """The CI gate: replay golden cases with a baseline and a candidate, k times each, and decide.
 
-For every case (a golden turn) and evaluator, each side's k outcomes give its pass^k, and a case
-whose outcomes disagree across repeats of one side is flaky: reported apart, never counted as a
-regression on its own. On the remaining cases, pass/fail flips between baseline and candidate go
-through an exact one-sided test (the binomial test on discordant pairs, McNemar's exact test);
-the gate fails on a significant regression, or when the candidate's pass rate drops below the
-evaluator's `min_pass_rate`. Exit codes: 0 pass, 1 regression, 2 unusable input.
+For every case (a golden turn) and evaluator, each side is replayed k times (repeat r uses the
+same seed on both sides, so repeats pair up) and gives the case a pass rate and a pass^k. A case
+is worse when the candidate's pass rate is below the baseline's, better when above. Over the
+cases, worse against better goes through an exact one-sided sign test (the binomial test on
+discordant pairs, McNemar's exact test when k = 1): the gate fails on a significant regression,
+or when the candidate's pass rate drops below the evaluator's `min_pass_rate`. A case whose
+outcomes disagree across the repeats of one side is flaky: listed apart from the regressions,
+and unable to fail the gate on its own (one worse case alone has p = 0.5).
+Exit codes: 0 pass, 1 regression, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -47,14 +50,21 @@ class CaseResult:
         return len(set(self.baseline)) > 1 or len(set(self.candidate)) > 1
 
     @property
+    def change(self) -> int:
+        """-1 when the candidate passes less often than the baseline, +1 more often, else 0."""
+        base, cand = (
+            sum(self.baseline) / len(self.baseline),
+            sum(self.candidate) / len(self.candidate),
+        )
+        return (cand > base) - (cand < base)
+
+    @property
     def status(self) -> str:
-        """`regressed`, `improved`, `flaky`, `pass` or `fail`."""
+        """`flaky`, `regressed`, `improved`, `pass` or `fail`."""
         if self.flaky:
             return "flaky"
-        if all(self.baseline) and not any(self.candidate):
-            return "regressed"
-        if not any(self.baseline) and all(self.candidate):
-            return "improved"
+        if self.change:
+            return "regressed" if self.change < 0 else "improved"
         return "pass" if all(self.candidate) else "fail"
 
 
@@ -64,7 +74,7 @@ class EvaluatorVerdict:
 
     evaluator: str
     regressed: int
-    """Cases that passed in every baseline repeat and failed in every candidate repeat."""
+    """Cases the candidate passes less often than the baseline (flaky ones included)."""
     improved: int
     flaky: int
     cases: int
@@ -146,19 +156,22 @@ async def _scores(
     """Per (case, evaluator): the outcome and explanation of every repeat."""
     limit = asyncio.Semaphore(gate.jobs)
 
-    async def one(case: Case, repeat: int) -> pa.Table:
+    async def one(number: int, case: Case, repeat: int) -> pa.Table:
         name, session_id, turn_index = case
+        # Each (case, repeat) gets its own seed, the same on both sides: the runs pair up, and
+        # a simulated model's seeded choices vary from case to case as a real model's would.
+        seed = gate.seed + repeat * 100_003 + number
         async with limit:
             result = await replay_turn(
                 datasets[name], session_id, turn_index, variant=side.variant, model=side.model,
-                tools=side.tools, seed=gate.seed + repeat,  # type: ignore[arg-type]
+                tools=side.tools, seed=seed,  # type: ignore[arg-type]
             )  # fmt: skip
         assert result.table is not None
         return result.table
 
     outcomes: dict[tuple[Case, str], list[tuple[bool, str]]] = {}
     for repeat in range(gate.repeats):
-        tables = await asyncio.gather(*(one(case, repeat) for case in cases))
+        tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
         scores = evaluate(concat_tables(tables), rubrics, names=names, params=params).to_pylist()
         index = {(r["session_id"], r["turn_index"], r["evaluator"]): r for r in scores}
         for case in cases:
@@ -197,9 +210,8 @@ def _compare(
 
 
 def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVerdict:
-    steady = [r for r in results if not r.flaky]
-    regressed = sum(r.status == "regressed" for r in steady)
-    improved = sum(r.status == "improved" for r in steady)
+    regressed = sum(r.change < 0 for r in results)
+    improved = sum(r.change > 0 for r in results)
     p_value = regression_p_value(regressed, improved)
     k = gate.repeats
     base_hat = _mean([pass_hat_k(k, sum(r.baseline), k) for r in results])

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tests.bench import bench_evaluators, bench_loop
+from tests.bench import bench_evaluators, bench_gate, bench_loop
 from tests.bench.bench_loop import Result
 
 TARGET_US = 150
@@ -104,6 +104,14 @@ def main() -> None:
     console.print(f"target: ≤{TARGET_US} µs per iteration with tracing on")
     evaluator_results = bench_evaluators.run_all()
     console.print(evaluator_table(evaluator_results))
+    rates = bench_gate.study()
+    console.print(
+        f"Gate simulation study ({rates['seeds']} seeds, {bench_gate.REPEATS} repeats, "
+        f"{len(bench_gate.CASES)} cases, sim:flaky): a real regression (finish gate off) is "
+        f"detected in {rates['detection_rate']:.0%} of seeds (target >= 95%); the baseline "
+        f"against itself fails in {rates['false_alarm_rate']:.0%} (target <= 5%); "
+        f"{rates['seconds']:.0f} s."
+    )
     write(results, pydantic_ai, load[0], evaluator_results)
     console.print(f"written to {OUT}")
 

@@ -23,7 +23,13 @@ SESSIONS = (
 
 
 def gate_file(
-    tmp_path: Path, baseline: str, candidate: str, *, repeats: int = 2, extra: str = ""
+    tmp_path: Path,
+    baseline: str,
+    candidate: str,
+    *,
+    repeats: int = 2,
+    extra: str = "",
+    sessions: str = SESSIONS,
 ) -> Path:
     path = tmp_path / "gate.toml"
     path.write_text(
@@ -32,7 +38,7 @@ def gate_file(
 repeats = {repeats}
 [[datasets]]
 path = "{DATASET}"
-sessions = {SESSIONS}
+sessions = {sessions}
 [baseline]
 {baseline}
 [candidate]
@@ -96,16 +102,18 @@ def test_the_baseline_against_itself_passes(tmp_path: Path) -> None:
 
 
 def test_a_flaky_case_is_reported_as_flaky_and_does_not_fail_the_gate(tmp_path: Path) -> None:
+    # Only obs-008 has a plan whose last item the coin can leave open; the others are one-step.
     path = gate_file(
         tmp_path,
         'variant = "todo-basic"\nmodel = "sim:diligent"\ntools = "live"',
         'variant = "todo-basic"\nmodel = "sim:flaky"\ntools = "live"',
         repeats=4,
+        sessions='["obs-001", "obs-002", "obs-004", "obs-008"]',
     )
     verdict = asyncio.run(run_gate(load_gate(path)))
     completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
-    assert completion.flaky >= 1
-    assert completion.regressed == 0 and not completion.failed
+    assert completion.flaky == 1 and completion.regressed == 1
+    assert completion.p_value == 0.5 and not completion.failed
     assert verdict.passed
     flaky = [c for c in verdict.cases if c.status == "flaky"]
     assert any(len(set(c.candidate)) == 2 for c in flaky)
