@@ -22,12 +22,14 @@ from typing import Any
 import pyarrow as pa
 
 from ci._gate_file import GateFile, Side
-from ci._stats import pass_hat_k, regression_p_value
+from ci._stats import Interval, paired_bootstrap, pass_hat_k, ratio_interval, regression_p_value
 from evaluators import RubricSet, evaluate
 from replay import concat_tables, read_dataset, replay_turn
 
 Case = tuple[str, str, int]
 """(dataset name, session id, turn index)."""
+Outcome = tuple[bool, str, float | None]
+"""One repeat's result: passed, explanation, score."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +44,9 @@ class CaseResult:
     """Baseline outcomes, one per repeat."""
     candidate: tuple[bool, ...]
     explanation: str
+    baseline_score: float | None = None
+    """Mean score over the baseline's repeats (None where the evaluator gives none)."""
+    candidate_score: float | None = None
     """The candidate's explanation on its first failing repeat (else its first)."""
 
     @property
@@ -86,6 +91,10 @@ class EvaluatorVerdict:
     min_pass_rate: float | None
     failed: bool
     reason: str
+    score_difference: Interval | None = None
+    """Paired bootstrap interval of the mean per-case score change (candidate - baseline)."""
+    ratio: Interval | None = None
+    """For latency: paired bootstrap interval of candidate / baseline wall time."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +161,7 @@ async def _scores(
     names: list[str],
     params: dict[str, dict[str, Any]],
     rubrics: RubricSet,
-) -> dict[tuple[Case, str], list[tuple[bool, str]]]:
+) -> dict[tuple[Case, str], list[Outcome]]:
     """Per (case, evaluator): the outcome and explanation of every repeat."""
     limit = asyncio.Semaphore(gate.jobs)
 
@@ -169,7 +178,7 @@ async def _scores(
         assert result.table is not None
         return result.table
 
-    outcomes: dict[tuple[Case, str], list[tuple[bool, str]]] = {}
+    outcomes: dict[tuple[Case, str], list[Outcome]] = {}
     for repeat in range(gate.repeats):
         tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
         scores = evaluate(concat_tables(tables), rubrics, names=names, params=params).to_pylist()
@@ -177,15 +186,14 @@ async def _scores(
         for case in cases:
             for name in names:
                 row = index[(case[1], case[2], name)]
-                outcomes.setdefault((case, name), []).append(
-                    (bool(row["passed"]), row["explanation"])
-                )
+                outcome = (bool(row["passed"]), row["explanation"], row["score"])
+                outcomes.setdefault((case, name), []).append(outcome)
     return outcomes
 
 
 def _compare(
-    baseline: dict[tuple[Case, str], list[tuple[bool, str]]],
-    candidate: dict[tuple[Case, str], list[tuple[bool, str]]],
+    baseline: dict[tuple[Case, str], list[Outcome]],
+    candidate: dict[tuple[Case, str], list[Outcome]],
     cases: Sequence[Case],
     names: list[str],
 ) -> list[CaseResult]:
@@ -194,16 +202,18 @@ def _compare(
         for name in names:
             base = baseline[(case, name)]
             cand = candidate[(case, name)]
-            failing = next((text for ok, text in cand if not ok), cand[0][1])
+            failing = next((text for ok, text, _ in cand if not ok), cand[0][1])
             results.append(
                 CaseResult(
                     dataset=case[0],
                     session_id=case[1],
                     turn_index=case[2],
                     evaluator=name,
-                    baseline=tuple(ok for ok, _ in base),
-                    candidate=tuple(ok for ok, _ in cand),
+                    baseline=tuple(o[0] for o in base),
+                    candidate=tuple(o[0] for o in cand),
                     explanation=failing,
+                    baseline_score=_mean_score(base),
+                    candidate_score=_mean_score(cand),
                 )  # fmt: skip
             )
     return results
@@ -227,13 +237,30 @@ def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVe
     if rule.min_pass_rate is not None and rate < rule.min_pass_rate:
         failures.append(f"pass rate {rate:.1%} is below the minimum {rule.min_pass_rate:.1%}")
     summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
+    paired = [
+        (r.baseline_score, r.candidate_score)
+        for r in results
+        if r.baseline_score is not None and r.candidate_score is not None
+    ]
+    difference = paired_bootstrap([c - b for b, c in paired], seed=gate.seed) if paired else None
+    ratio = (
+        ratio_interval([c for _, c in paired], [b for b, _ in paired], seed=gate.seed)
+        if name == "latency" and paired
+        else None
+    )
     return EvaluatorVerdict(
         evaluator=name, regressed=regressed, improved=improved,
+        score_difference=difference, ratio=ratio,
         flaky=sum(r.flaky for r in results), cases=len(results), p_value=p_value,
         baseline_pass_hat_k=base_hat, candidate_pass_hat_k=cand_hat, candidate_pass_rate=rate,
         min_pass_rate=rule.min_pass_rate, failed=bool(failures),
         reason="; ".join(failures) if failures else summary,
     )  # fmt: skip
+
+
+def _mean_score(outcomes: Sequence[Outcome]) -> float | None:
+    scores = [score for _, _, score in outcomes if score is not None]
+    return sum(scores) / len(scores) if scores else None
 
 
 def _mean(values: Sequence[float]) -> float:

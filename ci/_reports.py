@@ -38,6 +38,8 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "candidate_pass_hat_k": v.candidate_pass_hat_k,
                 "candidate_pass_rate": v.candidate_pass_rate,
                 "min_pass_rate": v.min_pass_rate,
+                "score_difference": _interval(v.score_difference),
+                "latency_ratio": _interval(v.ratio),
             }
             for v in verdict.evaluators
         ],
@@ -57,20 +59,33 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def _interval(interval: Any) -> dict[str, float] | None:
+    if interval is None:
+        return None
+    return {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
+
+
+def _ci(interval: Any) -> str:
+    if interval is None or interval.n == 0:
+        return "—"
+    return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
+
+
 def markdown(verdict: Verdict) -> str:
     """A summary for the pull request: the verdict, then the worst regressions first."""
     head = "✅ **plangate: pass**" if verdict.passed else "❌ **plangate: regression**"
     lines = [
         f"{head} ({verdict.repeats} repeats per side, α = {verdict.alpha})",
         "",
-        "| evaluator | verdict | regressed | improved | flaky | pass^k baseline → candidate | p |",
-        "|---|---|---|---|---|---|---|",
+        "| evaluator | verdict | regressed | improved | flaky | pass^k baseline → candidate | p "
+        "| Δ score (95% CI) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in sorted(verdict.evaluators, key=lambda v: (not v.failed, v.p_value)):
         lines.append(
             f"| {v.evaluator} | {'fail' if v.failed else 'pass'}: {v.reason} | {v.regressed} | "
             f"{v.improved} | {v.flaky} | {v.baseline_pass_hat_k:.3f} → "
-            f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} |"
+            f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} | {_ci(v.score_difference)} |"
         )
     worst = [c for c in verdict.cases if c.status == "regressed"]
     flaky = [c for c in verdict.cases if c.status == "flaky"]

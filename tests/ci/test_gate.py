@@ -72,6 +72,8 @@ def test_a_real_regression_fails_with_evidence_and_reports(tmp_path: Path) -> No
     assert not verdict.passed and verdict.exit_code == 1
     completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
     assert completion.failed and completion.regressed >= 5 and completion.p_value < 0.05
+    difference = completion.score_difference
+    assert difference is not None and difference.mean < 0 and difference.high < 0
     regressed = [
         c for c in verdict.cases if c.status == "regressed" and c.evaluator == "task_completion"
     ]
@@ -89,6 +91,7 @@ def test_a_real_regression_fails_with_evidence_and_reports(tmp_path: Path) -> No
 
     summary = markdown(verdict)
     assert summary.startswith("❌ **plangate: regression**")
+    assert "Δ score (95% CI)" in summary
     assert "**Regressed cases**" in summary
     files = write_reports(verdict, tmp_path / "out")
     assert json.loads(files["json"].read_text())["exit_code"] == 1
@@ -198,3 +201,25 @@ def test_the_shipped_gate_file_loads() -> None:
         "tool_call_loops",
         "plan_adherence",
     }
+
+
+def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
+    from ci._gate_file import DatasetSelection, EvaluatorRule, GateFile, Side
+
+    side = Side(variant="alyx", model="sim:diligent", tools="live")
+    gate = GateFile(
+        path=tmp_path / "g.toml",
+        datasets=(DatasetSelection(path=DATASET, sessions=("obs-008", "obs-009", "obs-010")),),
+        baseline=side,
+        candidate=side,
+        evaluators={"latency": EvaluatorRule()},
+        repeats=1,
+    )
+    verdict = asyncio.run(run_gate(gate))
+    latency = verdict.evaluators[0]
+    # 3 sessions, 7 turns: one interval pair per turn.
+    assert latency.ratio is not None and latency.ratio.n == latency.cases == 7
+    assert latency.ratio.low <= latency.ratio.mean <= latency.ratio.high
+    from ci import verdict_json
+
+    assert verdict_json(verdict)["evaluators"][0]["latency_ratio"]["n"] == 7
