@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from ci._gate_file import GateFile, Side
-from ci._stats import Interval, paired_bootstrap, pass_hat_k, ratio_interval, regression_p_value
-from evaluators import RubricSet, evaluate
+from ci._stats import Interval, paired_bootstrap, ratio_interval, regression_p_value
+from evaluators import RubricSet, evaluate, pass_hat_k
 from replay import concat_tables, read_dataset, replay_turn
 
 Case = tuple[str, str, int]

@@ -17,6 +17,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+# pass@k and pass^k live with the evaluators' repeat scores; the gate uses the same functions.
+from evaluators import pass_at_k as pass_at_k
+from evaluators import pass_hat_k as pass_hat_k
+
 Decision = Literal["regression", "improvement", "no_change"]
 """What a run of pass/fail flips says about the candidate compared with the baseline."""
 
@@ -240,54 +244,6 @@ def ratio_interval(
     indices = _resample_indices(n, resamples, seed)
     ratios = cand[indices].sum(axis=1) / base[indices].sum(axis=1)
     return _percentiles(ratios, point, n, confidence)
-
-
-def _check_k(n: int, c: int, k: int) -> None:
-    if not 1 <= k <= n:
-        raise ValueError(f"k must be between 1 and n={n!r}, got k={k!r}")
-    if not 0 <= c <= n:
-        raise ValueError(f"passes c must be between 0 and n={n!r}, got c={c!r}")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased estimate of pass@k: the chance that at least one of k repeats passes.
-
-    Computed as 1 - C(n - c, k) / C(n, k) in exact integer arithmetic.
-
-    Args:
-        n: Repeats run.
-        c: Repeats that passed.
-        k: Repeats drawn.
-
-    Returns:
-        The estimate in [0, 1].
-
-    Raises:
-        ValueError: If k is not in [1, n] or c is not in [0, n].
-    """
-    _check_k(n, c, k)
-    total = math.comb(n, k)
-    return (total - math.comb(n - c, k)) / total
-
-
-def pass_hat_k(n: int, c: int, k: int) -> float:
-    """Unbiased estimate of pass^k: the chance that all of k repeats pass.
-
-    Computed as C(c, k) / C(n, k) in exact integer arithmetic.
-
-    Args:
-        n: Repeats run.
-        c: Repeats that passed.
-        k: Repeats drawn.
-
-    Returns:
-        The estimate in [0, 1].
-
-    Raises:
-        ValueError: If k is not in [1, n] or c is not in [0, n].
-    """
-    _check_k(n, c, k)
-    return math.comb(c, k) / math.comb(n, k)
 
 
 def flaky(outcomes: Sequence[bool]) -> bool:

@@ -9,7 +9,7 @@ from evaluators._registry import (
     evaluator,
     evaluators,
 )
-from evaluators._repeats import RepeatScore, repeat_scores, task_outcomes
+from evaluators._repeats import RepeatScore, pass_at_k, pass_hat_k, repeat_scores, task_outcomes
 from evaluators._rubric import (
     RUBRIC_VERSION,
     AnswerCheck,
@@ -38,6 +38,8 @@ __all__ = [
     "evaluator",
     "evaluators",
     "load_rubrics",
+    "pass_at_k",
+    "pass_hat_k",
     "prepare",
     "repeat_scores",
     "rubric_from_dict",

@@ -57,17 +57,63 @@ def repeat_scores(
     return [_for_k(outcomes, k) for k in chosen]
 
 
+def _check_k(n: int, c: int, k: int) -> None:
+    if not 1 <= k <= n:
+        raise ValueError(f"k must be between 1 and n={n!r}, got k={k!r}")
+    if not 0 <= c <= n:
+        raise ValueError(f"passes c must be between 0 and n={n!r}, got c={c!r}")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass@k: the chance that at least one of k repeats passes.
+
+    Computed as 1 - C(n - c, k) / C(n, k) in exact integer arithmetic.
+
+    Args:
+        n: Repeats run.
+        c: Repeats that passed.
+        k: Repeats drawn.
+
+    Returns:
+        The estimate in [0, 1].
+
+    Raises:
+        ValueError: If k is not in [1, n] or c is not in [0, n].
+    """
+    _check_k(n, c, k)
+    total = comb(n, k)
+    return (total - comb(n - c, k)) / total
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased estimate of pass^k: the chance that all of k repeats pass.
+
+    Computed as C(c, k) / C(n, k) in exact integer arithmetic.
+
+    Args:
+        n: Repeats run.
+        c: Repeats that passed.
+        k: Repeats drawn.
+
+    Returns:
+        The estimate in [0, 1].
+
+    Raises:
+        ValueError: If k is not in [1, n] or c is not in [0, n].
+    """
+    _check_k(n, c, k)
+    return comb(c, k) / comb(n, k)
+
+
 def _for_k(outcomes: pd.DataFrame, k: int) -> RepeatScore:
     if k < 1:
         raise PlangateError(f"k must be at least 1, not {k}")
     usable = outcomes[outcomes["n"] >= k]
     if usable.empty:
         return RepeatScore(k=k, pass_at_k=None, pass_hat_k=None, tasks=0)
-    at = [
-        (comb(n, k) - comb(n - c, k)) / comb(n, k)
-        for n, c in zip(usable["n"], usable["c"], strict=True)
-    ]
-    hat = [comb(c, k) / comb(n, k) for n, c in zip(usable["n"], usable["c"], strict=True)]
+    pairs = list(zip(usable["n"], usable["c"], strict=True))
+    at = [pass_at_k(n, c, k) for n, c in pairs]
+    hat = [pass_hat_k(n, c, k) for n, c in pairs]
     return RepeatScore(
         k=k, pass_at_k=sum(at) / len(at), pass_hat_k=sum(hat) / len(hat), tasks=len(usable)
     )
