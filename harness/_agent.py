@@ -20,7 +20,7 @@ from typing import Any, Literal
 from opentelemetry.trace import TracerProvider
 
 from harness import _context as prompts
-from harness._dialects import make_plan, plan_tools, restore_plan
+from harness._dialects import make_plan, plan_tools
 from harness._errors import PlangateError
 from harness._feature_set import build_features
 from harness._features import Feature
@@ -601,7 +601,7 @@ class Session:
         self.turns = state["turns"]
         self.history = [message_from_dict(m) for m in state["history"]]
         if self.plan is not None and state["plan"] is not None:
-            restore_plan(self.plan, state["plan"])
+            self.plan.restore(state["plan"])
         self._turn = Turn.from_dict(state["turn"]) if state["turn"] is not None else None
         self._proposal = state.get("proposal")
         for feature in self.features:

@@ -66,8 +66,3 @@ def plan_tools(
         else t
         for t in tools
     ]
-
-
-def restore_plan(plan: TodoList | HarnessPlan | DependencyPlan, data: dict[str, Any]) -> None:
-    """Load a saved plan state into `plan`."""
-    plan.restore(data)

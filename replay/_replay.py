@@ -11,6 +11,7 @@ workspace, brought to its recorded state by re-running the earlier turns' record
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -120,13 +121,14 @@ async def replay_turn(
     recorded = json.loads(turn_row["steps"])
     provider, exporter = (tracer_provider, None) if tracer_provider else trace_table_provider()
     cassette = _model(dataset, session_row, turn_index, model, seed)
+    memory_dir = _memory_before(session_row, turn_row)
     agent = Agent(
         model=cassette,
         variant=load_variant(chosen),
         tools=_tools(dataset, session_row, turn_index, tools),
         instructions=get_domain(session_row["domain"]).instructions,
         tracer_provider=provider,
-        memory_dir=_memory_before(session_row, turn_row),
+        memory_dir=memory_dir,
     )
     session = agent.session(
         session_id, user_id=session_row["user_id"], metadata={"domain": session_row["domain"]}
@@ -139,7 +141,11 @@ async def replay_turn(
         "model": model,
         "recorded": recorded,
     }
-    result = await session.run_turn(turn_row["request"])
+    try:
+        result = await session.run_turn(turn_row["request"])
+    finally:
+        if memory_dir is not None:  # the restored memory is the replay's own: leave nothing behind
+            shutil.rmtree(memory_dir, ignore_errors=True)
     replayed = steps(result)
     served = cassette if isinstance(cassette, CassetteModel) else None
     table = exporter.table() if exporter is not None else None

@@ -236,5 +236,9 @@ def test_memory_before_a_turn_is_recorded_and_restored_on_replay(tmp_path: Path)
     first = dataset.turn("with-memory", 0)
     assert first["memory_before"] == "# Dana\n- Wants reports as bullet lists.\n"
     (memory / "dana" / "default.md").write_text("changed after the recording\n", encoding="utf-8")
+    import tempfile
+
+    leftovers = set(Path(tempfile.gettempdir()).glob("plangate-replay-memory-*"))
     replayed = asyncio.run(replay_turn(dataset, "with-memory", 0))
     assert replayed.error is None and replayed.divergence is None
+    assert set(Path(tempfile.gettempdir()).glob("plangate-replay-memory-*")) == leftovers
