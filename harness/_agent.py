@@ -35,7 +35,7 @@ from harness._messages import (
     ToolDefinition,
     ToolMessage,
     UserMessage,
-    canonical_json,
+    canonical_arguments_text,
     message_from_dict,
     message_to_dict,
 )
@@ -384,7 +384,7 @@ class Session:
 
     async def _run_call(self, turn: Turn, call: ToolCall) -> Stop | None:
         guards = self.agent.variant.guards
-        arguments = _canonical_arguments(call)
+        arguments = canonical_arguments_text(call.arguments)
         key = call_key(call.name, arguments)
         turn.keys.append(key)
         repeats = trailing_run(turn.keys[-guards.loop_stop_after :]) if guards.loop_guard else 0
@@ -458,7 +458,7 @@ class Session:
         """Answer calls the turn will not run, so that the history stays well formed."""
         for call in calls:
             message = f"Not run: the turn ended ({why})."
-            self._record(turn, call, "not_run", message, _canonical_arguments(call))
+            self._record(turn, call, "not_run", message, canonical_arguments_text(call.arguments))
 
     # -- finish, its gate, and plan approval --------------------------------------------------
 
@@ -617,10 +617,3 @@ class Session:
                 variant=self.agent.variant.name,
                 user_id=self.user_id,
             )
-
-
-def _canonical_arguments(call: ToolCall) -> str:
-    try:
-        return canonical_json(json.loads(call.arguments or "{}"))
-    except json.JSONDecodeError:
-        return call.arguments

@@ -16,6 +16,17 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def canonical_arguments_text(text: str) -> str:
+    """Canonical JSON of arguments as a model wrote them; empty text is `{}`.
+
+    Text that is not valid JSON is kept as it is: it is still a stable key for comparing calls.
+    """
+    try:
+        return canonical_json(json.loads(text or "{}"))
+    except json.JSONDecodeError:
+        return text
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """One tool call requested by the model."""

@@ -17,7 +17,6 @@ Conventions every producer follows:
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import PlangateError, canonical_json
+from harness import PlangateError, canonical_arguments_text, canonical_json
 
 SCHEMA_NAME = "plangate.trace_table"
 SCHEMA_VERSION = 1
@@ -123,12 +122,8 @@ def canonical_arguments(arguments: Any) -> str:
 
     Text that is not valid JSON is kept as it is: it is still a stable key for comparing calls.
     """
-    if isinstance(arguments, str):
-        text: str = arguments
-        try:
-            arguments = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError:
-            return text
+    if isinstance(arguments, str):  # blank text from another agent means no arguments
+        return canonical_arguments_text(arguments if arguments.strip() else "")
     return canonical_json(arguments)
 
 
