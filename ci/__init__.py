@@ -2,15 +2,24 @@
 
 from typing import TYPE_CHECKING, Any
 
-from ci._cli import main
-from ci._telemetry import Telemetry, telemetry
-
 if TYPE_CHECKING:
-    from ci._gate import CaseResult, EvaluatorVerdict, Verdict, run_gate
+    from ci._cli import main
+    from ci._compare import Comparison, VariantScore, compare
+    from ci._gate import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict, run_gate
     from ci._gate_file import GateFile, GateFileError, load_gate
+    from ci._html_report import html_report
     from ci._reports import junit, markdown, verdict_json, write_reports
+    from ci._telemetry import Telemetry, telemetry
 
 _LAZY = {
+    "main": "ci._cli",
+    "Telemetry": "ci._telemetry",
+    "telemetry": "ci._telemetry",
+    "Comparison": "ci._compare",
+    "VariantScore": "ci._compare",
+    "compare": "ci._compare",
+    "NoiseFloor": "ci._gate",
+    "html_report": "ci._html_report",
     "CaseResult": "ci._gate",
     "EvaluatorVerdict": "ci._gate",
     "Verdict": "ci._gate",
@@ -26,7 +35,9 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    # The gate pulls in pandas and pyarrow; `plangate run` should not pay for them.
+    # Everything loads on first use: the gate pulls in pandas and pyarrow, which `plangate
+    # run` should not pay for, and the pytest plugin (imported by every pytest run where
+    # plangate is installed) should cost nothing until `--plangate` is given.
     if name in _LAZY:
         import importlib
 
@@ -36,11 +47,16 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CaseResult",
+    "Comparison",
     "EvaluatorVerdict",
     "GateFile",
     "GateFileError",
+    "NoiseFloor",
     "Telemetry",
+    "VariantScore",
     "Verdict",
+    "compare",
+    "html_report",
     "junit",
     "load_gate",
     "main",

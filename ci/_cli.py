@@ -16,7 +16,7 @@ from ci._dataset_cli import add_commands as add_dataset_commands
 from ci._dataset_cli import run_dataset, run_record, run_replay
 from ci._eval_cli import add_commands, run_eval, run_import
 from ci._gate_cli import add_commands as add_gate_commands
-from ci._gate_cli import run_gate_command
+from ci._gate_cli import run_compare_command, run_gate_command
 from ci._runs_cli import add_commands as add_run_commands
 from ci._runs_cli import run_plan, run_resume, run_runs
 from ci._telemetry import telemetry
@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="variants × simulated models on the demo domains")
     demo.add_argument("--domain", action="append", help="only this domain (repeatable)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the simulated models")
+    demo.add_argument("--gate", default=None, help="gate file to run (default: the shipped one)")
+    demo.add_argument("-o", "--output", default="out/demo", help="report folder (default out/demo)")
 
     add_commands(commands)
     add_run_commands(commands)
@@ -97,6 +99,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         "plan": run_plan,
         "resume": run_resume,
         "gate": run_gate_command,
+        "compare": run_compare_command,
         "record": run_record,
         "dataset": run_dataset,
         "replay": run_replay,
@@ -165,13 +168,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ci._demo import main_matrix
+    from ci._demo import main_gate, main_matrix
 
     names = args.domain or domain_names()
     for name in names:
         get_domain(name)
     _, all_hold = main_matrix(names, seed=args.seed)
-    return EXIT_OK if all_hold else EXIT_FAILED
+    gate_holds = main_gate(args.gate, args.output)
+    return EXIT_OK if all_hold and gate_holds else EXIT_FAILED
 
 
 def print_trajectory(result: TurnResult) -> None:

@@ -1,8 +1,10 @@
-"""The demo matrix: every harness variant against every simulated model, per demo domain.
+"""The demo: the variants × simulated models matrix, then the default gate.
 
-It shows the documented failures and the patterns that fix them, and then checks its own
-claims from the results, so that a wrong claim shows as a failed check rather than a silent
-table.
+The matrix runs every harness variant against every simulated model, per demo domain. It shows
+the documented failures and the patterns that fix them, and then checks its own claims from the
+results, so that a wrong claim shows as a failed check rather than a silent table. The gate is
+the main job: the shipped gate file compares a baseline variant with a candidate on the shipped
+golden datasets, and the demo prints its verdict table and where the reports are.
 """
 
 from __future__ import annotations
@@ -180,3 +182,25 @@ def main_matrix(domain_names: Sequence[str], seed: int = 0) -> tuple[list[Cell],
             all_hold = all_hold and claim.holds
         console.print()
     return cells, all_hold
+
+
+def main_gate(gate_file: str | None, output: str) -> bool:
+    """Run the gate file (default: the shipped one), print its verdict; whether it ran as shown.
+
+    The shipped gate's candidate (`todo-basic`: no pinned plan, no finish gate) is a real
+    regression of the baseline (`alyx`), so the demo's claim is that the gate catches it; with
+    another gate file the demo only reports the verdict.
+    """
+    from ci._gate_cli import DEFAULT_GATE, gate_with_reports, print_verdict
+
+    print("The gate: plangate gate " + (gate_file or "ci/gate.toml") + f" -o {output}")
+    verdict, files = gate_with_reports(gate_file or DEFAULT_GATE, output)
+    print_verdict(verdict, files)
+    if gate_file is not None:
+        return True
+    caught = not verdict.passed and any(
+        v.failed and v.evaluator == "task_completion" for v in verdict.evaluators
+    )
+    mark = "✓" if caught else "✗"
+    print(f"  {mark} the gate catches the regression (in CI this exit code would be 1)")
+    return caught

@@ -1,38 +1,207 @@
-"""`plangate gate GATE.toml`: the verdict, its reports, and the exit code."""
+"""`plangate gate GATE.toml`: the verdict, its reports, the stored scores, and the exit code."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ci._compare import Comparison
+    from ci._gate import Verdict
+
+DEFAULT_GATE = Path(__file__).parent / "gate.toml"
+"""The shipped gate file: the shipped golden datasets and the default evaluators."""
 
 
 def add_commands(commands: Any) -> None:
-    """Add `gate`."""
+    """Add `gate` and `compare`."""
     gate = commands.add_parser("gate", help="compare a candidate with a baseline on golden turns")
     gate.add_argument("gate_file", metavar="GATE.toml")
     gate.add_argument("-o", "--output", default="out/gate", help="report folder (default out/gate)")
     gate.add_argument("--repeats", type=int, help="override gate.repeats")
 
+    compare = commands.add_parser("compare", help="harness variants side by side, with intervals")
+    compare.add_argument("variants", nargs="+", metavar="VARIANT", help="name or .toml path")
+    compare.add_argument(
+        "--gate", default=str(DEFAULT_GATE), help="gate file for datasets, evaluators, repeats"
+    )
+    compare.add_argument("--dataset", action="append", help="golden dataset folder (repeatable)")
+    compare.add_argument("--model", help="model spec (default: the gate's candidate model)")
+    compare.add_argument("--tools", choices=("cassette", "live"), help="tool results source")
+    compare.add_argument("--repeats", type=int, help="repeats per case (default: the gate's)")
+    compare.add_argument("--evaluator", action="append", help="only this evaluator (repeatable)")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
 
 def run_gate_command(args: argparse.Namespace) -> int:
     """Run the gate; 0 pass, 1 regression (2 for unusable input comes from PlangateError)."""
+    verdict, files = gate_with_reports(args.gate_file, args.output, repeats=args.repeats)
+    print_verdict(verdict, files)
+    return verdict.exit_code
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    """Replay the variants on the gate's (or the given) datasets; print the comparison."""
+    import dataclasses
+    import json
+
+    from ci._compare import compare
+    from ci._gate_file import DatasetSelection, EvaluatorRule, GateFileError, load_gate
+    from evaluators import EvaluatorError, evaluators
+    from harness import load_variant
+
+    gate = load_gate(args.gate)
+    for variant in args.variants:
+        load_variant(variant)  # an unknown name fails here, listing the choices
+        if args.variants.count(variant) > 1:
+            raise GateFileError(f"variant {variant!r} is given twice; give each variant once")
+    if args.dataset:
+        chosen = tuple(DatasetSelection(path=Path(d)) for d in args.dataset)
+        gate = dataclasses.replace(gate, datasets=chosen)
+    if args.evaluator:
+        unknown = [name for name in args.evaluator if name not in evaluators()]
+        if unknown:
+            raise EvaluatorError(
+                f"unknown evaluator {unknown[0]!r}; choose from: {', '.join(sorted(evaluators()))}"
+            )
+        rules = {n: gate.evaluators.get(n, EvaluatorRule()) for n in args.evaluator}
+        gate = dataclasses.replace(gate, evaluators=rules)
+    if args.repeats is not None:
+        gate = dataclasses.replace(gate, repeats=max(1, args.repeats))
+    model = args.model or gate.candidate.model
+    tools = args.tools or gate.candidate.tools
+    result = asyncio.run(compare(gate, args.variants, model=model, tools=tools))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
+    else:
+        print_comparison(result)
+    return 0
+
+
+def print_comparison(result: Comparison) -> None:
+    """One table per evaluator: each variant's rates with intervals, and its change."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    first = result.variants[0]
+    for name in result.evaluators:
+        table = Table(
+            title=f"{name}: {result.cases} cases × {result.repeats} repeats, {result.model}",
+            title_justify="left",
+            caption=f"\\[lo, hi]: 95% bootstrap over cases; change and p against {first}",
+        )
+        for column in ("variant", "pass rate", "pass^k", "score", f"change vs {first}", "p"):
+            table.add_column(column, no_wrap=True)
+        for variant in result.variants:
+            row = result.score(variant, name)
+            change = (
+                "—"
+                if row.change is None
+                else f"{_interval(row.change)} ({row.worse} worse, {row.better} better)"
+            )
+            table.add_row(
+                variant,
+                _interval(row.pass_rate, sign=False),
+                f"{row.pass_hat_k:.2f}",
+                _interval(row.score, sign=False),
+                change,
+                "—" if row.change is None else f"{row.p_value:.3g}",
+            )
+        console.print(table)
+
+
+def gate_with_reports(
+    gate_file: str | Path, output: str | Path, *, repeats: int | None = None
+) -> tuple[Verdict, dict[str, Path]]:
+    """Run a gate file; write its reports and both sides' score tables into `output`."""
     import dataclasses
 
     from ci._gate import run_gate
     from ci._gate_file import load_gate
-    from ci._reports import write_reports
 
-    gate = load_gate(args.gate_file)
-    if args.repeats is not None:
-        gate = dataclasses.replace(gate, repeats=max(1, args.repeats))
+    gate = load_gate(gate_file)
+    if repeats is not None:
+        gate = dataclasses.replace(gate, repeats=max(1, repeats))
     verdict = asyncio.run(run_gate(gate))
-    files = write_reports(verdict, args.output)
-    print("plangate gate: " + ("PASS" if verdict.passed else "REGRESSION"))
+    return verdict, write_outputs(verdict, output)
+
+
+def write_outputs(verdict: Verdict, output: str | Path) -> dict[str, Path]:
+    """The reports, and both sides' score tables in `output`/scores."""
+    from ci._reports import write_reports
+    from replay import write_parquet
+
+    files = write_reports(verdict, output)
+    for side, table in verdict.scores.items():
+        # Stored, these become a later gate's side: `[baseline] scores = ".../baseline.parquet"`.
+        files[f"{side} scores"] = write_parquet(table, Path(output) / "scores" / f"{side}.parquet")
+    return files
+
+
+def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
+    """The verdict table, the worst regressed cases, and where the reports are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    word = "[green]PASS[/green]" if verdict.passed else "[red]REGRESSION[/red]"
+    console.print(f"plangate gate: {word}", highlight=False)
+    noise = ", noise floor: baseline against itself" if verdict.noise_floor else ""
+    table = Table(
+        title=f"{verdict.baseline} → {verdict.candidate}, {verdict.repeats} repeats{noise}",
+        title_justify="left",
+    )
+    columns = ("evaluator", "verdict", "worse", "better", "flaky", "noise floor", "p", "pass^k")
+    for column in (*columns, "Δ score (95% CI)"):
+        table.add_column(column, no_wrap=True)
     for v in verdict.evaluators:
-        print(f"  {'✗' if v.failed else '✓'} {v.evaluator}: {v.reason}")
-    for case in [c for c in verdict.cases if c.status == "regressed"][:10]:
-        print(f"    regressed: {case.dataset} {case.session_id} turn {case.turn_index} "
-              f"({case.evaluator}): {case.explanation}")  # fmt: skip
-    print("reports: " + ", ".join(str(p) for p in files.values()))
-    return verdict.exit_code
+        table.add_row(
+            v.evaluator,
+            "[red]FAIL[/red]" if v.failed else "[green]pass[/green]",
+            str(v.regressed),
+            str(v.improved),
+            str(v.flaky),
+            "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better",
+            f"{v.p_value:.3g}",
+            f"{v.baseline_pass_hat_k:.2f} → {v.candidate_pass_hat_k:.2f}",
+            _interval(v.score_difference),
+        )
+    console.print(table)
+    for v in verdict.evaluators:
+        mark = "[red]✗[/red]" if v.failed else "[green]✓[/green]"
+        console.print(f"  {mark} {v.evaluator}: {_short(v.reason)}", highlight=False)
+    failed = {v.evaluator for v in verdict.evaluators if v.failed}
+    worst = sorted(
+        (c for c in verdict.cases if c.status in ("regressed", "below_minimum")),
+        key=lambda c: c.evaluator not in failed,  # the failing evaluators' cases first
+    )
+    for case in worst[:10]:
+        console.print(
+            f"    {case.status}: {case.dataset} {case.session_id} turn {case.turn_index} "
+            f"({case.evaluator}): {_short(case.explanation)}",
+            highlight=False,
+            markup=False,
+        )
+    if len(worst) > 10:
+        console.print(f"  … and {len(worst) - 10} more in the reports")
+    console.print("reports: " + ", ".join(str(p) for p in files.values()), highlight=False)
+
+
+def _interval(interval: Any, *, sign: bool = True) -> str:
+    if interval is None or interval.n == 0:
+        return "—"
+    f = "+.2f" if sign else ".2f"
+    return f"{interval.mean:{f}} [{interval.low:{f}}, {interval.high:{f}}]"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -5,6 +5,7 @@
     seed = 0                    # seeds are seed, seed+1, ... per repeat
     alpha = 0.05                # significance of a regression on pass/fail flips
     jobs = 4                    # turns replayed at once
+    noise_floor = true          # also replay the baseline against itself (fresh seeds)
 
     [[datasets]]
     path = "datasets/observability-core"
@@ -16,12 +17,17 @@
     model = "sim:diligent"      # ... and this model: cassette, cassette-lenient, sim:X, openai:X
     tools = "cassette"          # or "live"
 
+    seed = 0                    # seed offset of this side; 0 pairs its repeats with the other's
+
     [candidate]
     variant = "todo-basic"
     model = "sim:diligent"
+    # or, instead of a variant to replay, a stored score table (one a gate run wrote):
+    # scores = "out/main/scores/baseline.parquet"
 
     [evaluators.task_completion]
     min_pass_rate = 0.9         # the candidate's pass rate must stay at or above this
+    cases = { "obs-003" = 1.0, "obs-004:1" = 0.6 }   # per case (session, or session:turn)
     [evaluators.tool_call_loops]
     min_pass_rate = 0.95
 
@@ -37,8 +43,9 @@ from typing import Any
 
 from harness import PlangateError
 
-EVALUATOR_KEYS = frozenset({"min_pass_rate", "params"})
-SIDE_KEYS = frozenset({"variant", "model", "tools"})
+EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases"})
+SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
+GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor"})
 MODELS = ("cassette", "cassette-lenient")
 TOOLS = ("cassette", "live")
 
@@ -58,11 +65,20 @@ class DatasetSelection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Side:
-    """How one side of the comparison replays the cases."""
+    """How one side of the comparison gets its outcomes: replayed, or read from stored scores."""
 
-    variant: str
+    variant: str | None = None
     model: str = "cassette"
     tools: str = "cassette"
+    scores: Path | None = None
+    """A stored score table (`SCORE_SCHEMA`, `trial` = repeat) instead of replaying."""
+    seed: int = 0
+    """Added to this side's seeds; 0 pairs each repeat with the other side's."""
+
+    @property
+    def label(self) -> str:
+        """The variant's name, or the stored score table's file name."""
+        return self.variant if self.variant is not None else str(self.scores)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +87,12 @@ class EvaluatorRule:
 
     min_pass_rate: float | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    cases: dict[str, float] = field(default_factory=dict)
+    """Per-case minimum pass rates, keyed `SESSION` (every turn) or `SESSION:TURN`."""
+
+    def case_minimum(self, session_id: str, turn_index: int) -> float | None:
+        """The case's own minimum pass rate, if the gate file sets one."""
+        return self.cases.get(f"{session_id}:{turn_index}", self.cases.get(session_id))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +108,8 @@ class GateFile:
     seed: int = 0
     alpha: float = 0.05
     jobs: int = 4
+    noise_floor: bool = True
+    """Replay the baseline a second time with fresh seeds; the verdict must beat that noise."""
 
 
 def load_gate(path: str | Path) -> GateFile:
@@ -104,7 +128,12 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
     """Check a gate file's data; relative dataset paths are relative to the file's folder."""
     _keys(data, {"gate", "datasets", "baseline", "candidate", "evaluators"}, "", source)
     settings = data.get("gate", {})
-    _keys(settings, {"repeats", "seed", "alpha", "jobs"}, "gate.", source)
+    _keys(settings, GATE_KEYS, "gate.", source)
+    noise_floor = settings.get("noise_floor", True)
+    if not isinstance(noise_floor, bool):
+        raise GateFileError(
+            f"{source}: gate.noise_floor must be true or false, not {noise_floor!r}"
+        )
     if "datasets" not in data or not data["datasets"]:
         raise GateFileError(f"{source}: [[datasets]] is missing; name at least one dataset path")
     return GateFile(
@@ -117,6 +146,7 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         seed=_int(settings, "seed", 0, 0, source),
         alpha=_alpha(settings.get("alpha", 0.05), source),
         jobs=_int(settings, "jobs", 4, 1, source),
+        noise_floor=noise_floor,
     )
 
 
@@ -150,8 +180,22 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     if side is None:
         raise GateFileError(f"{source}: [{name}] is missing; it needs at least a variant")
     _keys(side, SIDE_KEYS, f"{name}.", source)
+    seed = _int(side, "seed", 0, 0, source, f"{name}.")
+    if "scores" in side:
+        if "variant" in side:
+            raise GateFileError(
+                f"{source}: {name} has both variant and scores; give one: a variant to replay, "
+                "or a stored score table"
+            )
+        if not isinstance(side["scores"], str):
+            raise GateFileError(f"{source}: {name}.scores must be a score table path")
+        scores = Path(side["scores"])
+        return Side(scores=scores if scores.is_absolute() else source.parent / scores, seed=seed)
     if not isinstance(side.get("variant"), str):
-        raise GateFileError(f"{source}: {name}.variant must be a variant name or .toml path")
+        raise GateFileError(
+            f"{source}: {name}.variant must be a variant name or .toml path (or give "
+            f"{name}.scores, a stored score table)"
+        )
     model = side.get("model", "cassette")
     if not (model in MODELS or model.startswith(("sim:", "openai:"))):
         raise GateFileError(
@@ -161,7 +205,13 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     tools = side.get("tools", "cassette")
     if tools not in TOOLS:
         raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
-    return Side(variant=side["variant"], model=model, tools=tools)
+    from harness import load_variant
+
+    try:
+        load_variant(side["variant"])
+    except PlangateError as exc:
+        raise GateFileError(f"{source}: {name}.variant: {exc}") from exc
+    return Side(variant=side["variant"], model=model, tools=tools, seed=seed)
 
 
 def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
@@ -175,15 +225,35 @@ def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
         rate = rule.get("min_pass_rate")
         if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
             raise GateFileError(f"{source}: evaluators.{name}.min_pass_rate must be in [0, 1]")
-        rules[name] = EvaluatorRule(min_pass_rate=rate, params=dict(rule.get("params", {})))
+        rules[name] = EvaluatorRule(
+            min_pass_rate=rate,
+            params=dict(rule.get("params", {})),
+            cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),
+        )
     return rules or {name: EvaluatorRule() for name in ("task_completion", "tool_call_loops")}
 
 
-def _int(data: dict[str, Any], key: str, default: int, least: int, source: Path) -> int:
+def _case_rates(data: Any, where: str, source: Path) -> dict[str, float]:
+    if not isinstance(data, dict):
+        raise GateFileError(f'{source}: {where} must be a table like {{ "obs-003" = 1.0 }}')
+    for key, rate in data.items():
+        session, _, turn = key.partition(":")
+        if not session or (turn and not turn.isdigit()):
+            raise GateFileError(
+                f"{source}: {where} key {key!r} must be SESSION or SESSION:TURN (a turn number)"
+            )
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            raise GateFileError(f"{source}: {where}.{key} must be a pass rate in [0, 1]")
+    return {key: float(rate) for key, rate in data.items()}
+
+
+def _int(
+    data: dict[str, Any], key: str, default: int, least: int, source: Path, prefix: str = "gate."
+) -> int:
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise GateFileError(
-            f"{source}: gate.{key} must be a whole number >= {least}, not {value!r}"
+            f"{source}: {prefix}{key} must be a whole number >= {least}, not {value!r}"
         )
     return value
 

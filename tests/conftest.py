@@ -59,3 +59,42 @@ def corpus() -> Any:
     if not (path / "tau-bench").is_dir():
         pytest.fail(f"the shared corpus is missing at {path}; set PLANGATE_CORPUS to its folder")
     return path
+
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> Any:
+    """The browser binary: $PLANGATE_CHROMIUM, else the first of CHROMIUM_NAMES on PATH.
+
+    Fails (never skips) without one, saying how to get one: a browser test that skips on a
+    machine without a browser would pass CI by checking nothing.
+    """
+    import os
+    import shutil
+    from pathlib import Path
+
+    configured = os.environ.get("PLANGATE_CHROMIUM")
+    if configured:
+        found = shutil.which(configured)
+        if found is None:
+            pytest.fail(
+                f"PLANGATE_CHROMIUM={configured!r} is not an executable; point it at a Chromium "
+                "or Chrome binary, or unset it and `apt-get install chromium`"
+            )
+        return Path(found)
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found is not None:
+            return Path(found)
+    pytest.fail(
+        f"no headless browser found (looked for {', '.join(CHROMIUM_NAMES)} on PATH): install "
+        "one with `apt-get install chromium` (Debian) or set PLANGATE_CHROMIUM to a Chromium or "
+        "Chrome binary"
+    )
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Any:
+    """Path to a Chromium binary for headless browser tests (see `find_chromium`)."""
+    return find_chromium()

@@ -120,12 +120,17 @@ def test_custom_variant_file_runs(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["stop_reason"] == "forced_finish"
 
 
-def test_demo_prints_the_matrix_and_every_claim_holds() -> None:
-    done = plangate("demo")
+def test_demo_prints_the_matrix_then_the_gate_verdict(tmp_path: Path) -> None:
+    done = plangate("demo", "-o", str(tmp_path / "demo"))
     assert done.returncode == 0, done.stdout + done.stderr
+    matrix, gate = done.stdout.split("The gate: plangate gate ci/gate.toml")
     for needle in ("observability", "support", "sim:forgetful", "harness-plan", "loop_guard"):
-        assert needle in done.stdout
-    assert done.stdout.count("✓") == 10 and "✗" not in done.stdout
+        assert needle in matrix
+    assert matrix.count("✓") == 10 and "✗" not in matrix
+    assert "plangate gate: REGRESSION" in gate and "alyx → todo-basic" in gate
+    assert "✓ the gate catches the regression" in gate
+    for name in ("verdict.json", "summary.md", "junit.xml", "report.html", "scores"):
+        assert (tmp_path / "demo" / name).exists() and str(tmp_path / "demo" / name) in gate
 
 
 def test_listings() -> None:

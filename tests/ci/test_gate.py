@@ -138,21 +138,47 @@ def test_min_pass_rate_fails_the_gate_without_a_regression(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("[gate]\nrepeat = 2\n", "unknown key 'gate.repeat'; allowed: alpha, jobs, repeats, seed"),
         (
-            "[gate]\nalpha = 2\n[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n",
+            "[gate]\nrepeat = 2\n",
+            "unknown key 'gate.repeat'; allowed: alpha, jobs, noise_floor, repeats, seed",
+        ),
+        (
+            "[gate]\nalpha = 2\n[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n",
             "gate.alpha must be between 0 and 1",
         ),
         (
-            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\nmodel = 'gpt'\n[candidate]\nvariant = 'b'\n",
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\nmodel = 'gpt'\n[candidate]\nvariant = 'naive'\n",
             "baseline.model is 'gpt'; allowed: cassette, cassette-lenient",
         ),
-        ("[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n", "[[datasets]] is missing"),
         (
-            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'a'\n[candidate]\nvariant = 'b'\n[evaluators.speed]\n",
+            "[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n",
+            "[[datasets]] is missing",
+        ),
+        ("[gate]\nnoise_floor = 1\n", "gate.noise_floor must be true or false"),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'nope'\n",
+            "candidate.variant: unknown variant 'nope'; choose one of: alyx",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\nscores = 's.parquet'\n"
+            "[candidate]\nvariant = 'naive'\n",
+            "baseline has both variant and scores",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n"
+            "[evaluators.task_completion]\ncases = { 'obs-1:x' = 1.0 }\n",
+            "evaluators.task_completion.cases key 'obs-1:x' must be SESSION or SESSION:TURN",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n"
+            "[evaluators.task_completion]\ncases = { 'obs-1' = 2 }\n",
+            "evaluators.task_completion.cases.obs-1 must be a pass rate in [0, 1]",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n[evaluators.speed]\n",
             "unknown key 'evaluators.speed'",
         ),
-        ("[[datasets]]\npath = 'x'\n[candidate]\nvariant = 'b'\n", "[baseline] is missing"),
+        ("[[datasets]]\npath = 'x'\n[candidate]\nvariant = 'naive'\n", "[baseline] is missing"),
     ],
 )
 def test_gate_file_mistakes_name_the_key(tmp_path: Path, text: str, needle: str) -> None:
@@ -223,3 +249,118 @@ def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
     from ci import verdict_json
 
     assert verdict_json(verdict)["evaluators"][0]["latency_ratio"]["n"] == 7
+
+
+def test_a_stored_baseline_gives_the_verdict_of_replaying_it(tmp_path: Path) -> None:
+    from ci._gate_cli import gate_with_reports
+
+    replayed = gate_file(
+        tmp_path,
+        'variant = "alyx"\nmodel = "sim:forgetful"\ntools = "live"',
+        'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"',
+    )
+    first, files = gate_with_reports(replayed, tmp_path / "main")
+    stored = files["baseline scores"]
+    assert stored == tmp_path / "main" / "scores" / "baseline.parquet"
+    import pyarrow.parquet as pq
+
+    # With the noise floor on, the baseline holds 2k trials: k paired runs, then k fresh ones.
+    assert sorted(set(pq.read_table(stored)["trial"].to_pylist())) == [0, 1, 2, 3]
+
+    (tmp_path / "pr").mkdir()
+    from_scores = gate_file(
+        tmp_path / "pr",
+        f'scores = "{stored}"',
+        'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"',
+    )
+    second = asyncio.run(run_gate(load_gate(from_scores)))
+    assert not first.passed and not second.passed
+    assert second.baseline == str(stored)
+    for a, b in zip(first.evaluators, second.evaluators, strict=True):
+        assert (a.regressed, a.improved, a.p_value, a.noise) == (
+            b.regressed,
+            b.improved,
+            b.p_value,
+            b.noise,
+        )
+
+
+def test_a_stored_table_must_cover_every_case(tmp_path: Path) -> None:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ci._gate_cli import gate_with_reports
+
+    side = 'variant = "alyx"\nmodel = "sim:diligent"\ntools = "live"'
+    _, files = gate_with_reports(gate_file(tmp_path, side, side, repeats=1), tmp_path / "out")
+    table = pq.read_table(files["baseline scores"])
+    partial = tmp_path / "partial.parquet"
+    pq.write_table(table.filter(pc.not_equal(table["session_id"], "obs-004")), partial)
+    (tmp_path / "b").mkdir()
+    with pytest.raises(
+        GateFileError, match=r"partial.parquet: no '\w+' score for session 'obs-004'"
+    ):
+        asyncio.run(run_gate(load_gate(gate_file(tmp_path / "b", f'scores = "{partial}"', side))))
+
+    one_trial = tmp_path / "one.parquet"
+    pq.write_table(table.filter(pc.equal(table["trial"], 0)), one_trial)
+    (tmp_path / "c").mkdir()
+    path = gate_file(tmp_path / "c", f'scores = "{one_trial}"', side, repeats=1)
+    with pytest.raises(GateFileError, match="noise floor needs an even number"):
+        asyncio.run(run_gate(load_gate(path)))
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("[gate]", "[gate]\nnoise_floor = false"),
+        encoding="utf-8",
+    )
+    assert asyncio.run(run_gate(load_gate(path))).passed
+
+
+def test_a_case_below_its_own_minimum_fails_the_gate(tmp_path: Path) -> None:
+    side = 'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"'
+    path = gate_file(tmp_path, side, side, extra='cases = { "obs-008" = 1.0, "obs-001:0" = 1.0 }')
+    verdict = asyncio.run(run_gate(load_gate(path)))
+    completion = next(v for v in verdict.evaluators if v.evaluator == "task_completion")
+    below = [c for c in verdict.cases if c.status == "below_minimum"]
+    assert [(c.session_id, c.evaluator) for c in below] == [("obs-008", "task_completion")]
+    assert completion.failed and completion.regressed == 0 and completion.below_minimum == 1
+    assert "1 case(s) below their own minimum, e.g. obs-008 turn 0: 0% < 100%" in completion.reason
+    suite = next(s for s in ET.fromstring(junit(verdict)) if s.get("name") == "task_completion")
+    assert int(suite.get("failures") or 0) == 1
+
+    unknown = gate_file(tmp_path, side, side, extra='cases = { "obs-999" = 1.0 }')
+    with pytest.raises(GateFileError, match="cases names 'obs-999', which is not a case"):
+        asyncio.run(run_gate(load_gate(unknown)))
+
+
+def test_a_regression_must_beat_the_noise_floor(tmp_path: Path) -> None:
+    from ci._gate import CaseResult, _decide
+    from ci._gate_file import EvaluatorRule, GateFile, Side
+
+    gate = GateFile(
+        path=tmp_path / "g.toml",
+        datasets=(),
+        baseline=Side(variant="a"),
+        candidate=Side(variant="b"),
+        evaluators={"task_completion": EvaluatorRule()},
+        repeats=1,
+    )
+
+    def case(n: int, candidate: bool, noise: bool) -> CaseResult:
+        return CaseResult(
+            dataset="d", session_id=f"s{n}", turn_index=0, evaluator="task_completion",
+            baseline=(True,), candidate=(candidate,), noise=(noise,), explanation="",
+        )  # fmt: skip
+
+    # Six cases worse and none better: the sign test alone says p = 1/64.
+    quiet = [case(n, candidate=n >= 6, noise=True) for n in range(12)]
+    decided = _decide(gate, "task_completion", quiet)
+    assert decided.regressed == 6 and decided.p_value == 1 / 64
+    assert decided.failed and decided.noise is not None and decided.noise.regressed == 0
+
+    # The same six, when the baseline does as badly against itself on six others: chance.
+    noisy = [case(n, candidate=n >= 6, noise=n < 6) for n in range(12)]
+    decided = _decide(gate, "task_completion", noisy)
+    assert decided.noise is not None and decided.noise.regressed == 6
+    assert decided.p_beyond_noise == pytest.approx(0.6128, abs=1e-4)
+    assert not decided.failed and "not beyond it" in decided.reason
+    assert "the baseline is unstable against itself" in decided.reason
