@@ -16,7 +16,7 @@ replay other seeds and could show another outcome than the full gate does. A reg
 (or one under its own minimum pass rate) fails with the evaluator's explanation, a flaky one is
 skipped, the others pass (see `check_case`). pytest's exit status is therefore stricter than
 the gate's: one regressed case fails the run, while the gate only fails on a significant
-regression; the terminal summary gives the gate's own verdict. A gate that cannot run (an
+regression; the terminal summary gives the gate's own verdict. A gate that cannot run (a
 model without its API key, say) fails every gate item with the reason.
 
 pytest loads this module in every run of anyone who installs plangate, so importing it stays
