@@ -1,0 +1,38 @@
+"""A real Phoenix server for the Phoenix tests: started once per test run, from its own env.
+
+The server runs from `.venv-phoenix` (created on first use, see `ci._phoenix_server`), with its
+data in a temporary folder and free ports on 127.0.0.1. Its span queue is kept small
+(`QUEUE`), so that a burst of a few thousand spans meets the server's back-pressure (503).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci._phoenix_server import PhoenixServer, down, free_port, up
+
+QUEUE = 1_000
+"""PHOENIX_MAX_SPANS_QUEUE_SIZE of the test server (Phoenix's default is 20,000)."""
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
+    """A running Phoenix server; stopped at the end of the test run."""
+    folder: Path = tmp_path_factory.mktemp("phoenix")
+    server = up(folder, port=free_port(), grpc_port=free_port(), max_spans_queue=QUEUE)
+    try:
+        yield server
+    finally:
+        down(folder)
+
+
+@pytest.fixture
+def phoenix_client(phoenix: PhoenixServer) -> Any:
+    """A `phoenix.client.Client` for the test server."""
+    from phoenix.client import Client
+
+    return Client(base_url=phoenix.url)
