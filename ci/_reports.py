@@ -69,6 +69,8 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "baseline": list(c.baseline),
                 "candidate": list(c.candidate),
                 "noise": list(c.noise),
+                "baseline_pass_hat_k": c.baseline_pass_hat_k,
+                "candidate_pass_hat_k": c.candidate_pass_hat_k,
                 "baseline_score": c.baseline_score,
                 "candidate_score": c.candidate_score,
                 "min_pass_rate": c.min_pass_rate,
