@@ -8,6 +8,10 @@ if TYPE_CHECKING:
     from ci._gate import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict, run_gate
     from ci._gate_file import GateFile, GateFileError, load_gate
     from ci._html_report import html_report
+    from ci._phoenix import AnnotationReport, annotate, session_url, trace_url
+    from ci._phoenix_dataset import PhoenixDataset, mirror_dataset
+    from ci._phoenix_experiment import PhoenixExperiment, run_experiment
+    from ci._phoenix_export import ExportReport, PhoenixExport
     from ci._reports import junit, markdown, verdict_json, write_reports
     from ci._telemetry import Telemetry, telemetry
 
@@ -20,6 +24,16 @@ _LAZY = {
     "compare": "ci._compare",
     "NoiseFloor": "ci._gate",
     "html_report": "ci._html_report",
+    "AnnotationReport": "ci._phoenix",
+    "annotate": "ci._phoenix",
+    "session_url": "ci._phoenix",
+    "trace_url": "ci._phoenix",
+    "PhoenixDataset": "ci._phoenix_dataset",
+    "mirror_dataset": "ci._phoenix_dataset",
+    "PhoenixExperiment": "ci._phoenix_experiment",
+    "run_experiment": "ci._phoenix_experiment",
+    "ExportReport": "ci._phoenix_export",
+    "PhoenixExport": "ci._phoenix_export",
     "CaseResult": "ci._gate",
     "EvaluatorVerdict": "ci._gate",
     "Verdict": "ci._gate",
@@ -46,23 +60,33 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AnnotationReport",
     "CaseResult",
     "Comparison",
     "EvaluatorVerdict",
+    "ExportReport",
     "GateFile",
     "GateFileError",
     "NoiseFloor",
+    "PhoenixDataset",
+    "PhoenixExperiment",
+    "PhoenixExport",
     "Telemetry",
     "VariantScore",
     "Verdict",
+    "annotate",
     "compare",
     "html_report",
     "junit",
     "load_gate",
     "main",
     "markdown",
+    "mirror_dataset",
+    "run_experiment",
     "run_gate",
+    "session_url",
     "telemetry",
+    "trace_url",
     "verdict_json",
     "write_reports",
 ]

@@ -17,6 +17,11 @@ from ci._dataset_cli import run_dataset, run_record, run_replay
 from ci._eval_cli import add_commands, run_eval, run_import
 from ci._gate_cli import add_commands as add_gate_commands
 from ci._gate_cli import run_compare_command, run_gate_command
+from ci._phoenix_cli import add_commands as add_phoenix_commands
+from ci._phoenix_cli import run_phoenix
+from ci._phoenix_eval_cli import HANDLERS as PHOENIX_EVAL_HANDLERS
+from ci._phoenix_eval_cli import add_commands as add_phoenix_eval_commands
+from ci._phoenix_export import add_phoenix_options, close_export, open_export, with_export
 from ci._runs_cli import add_commands as add_run_commands
 from ci._runs_cli import run_plan, run_resume, run_runs
 from ci._telemetry import telemetry
@@ -62,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also export spans over OTLP/HTTP to this traces URL",
     )
+    add_phoenix_options(run)
 
     demo = commands.add_parser("demo", help="variants × simulated models on the demo domains")
     demo.add_argument("--domain", action="append", help="only this domain (repeatable)")
@@ -73,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(commands)
     add_dataset_commands(commands)
     add_gate_commands(commands)
+    add_phoenix_commands(commands)
+    add_phoenix_eval_commands(commands)
     commands.add_parser("variants", help="list the shipped harness variants")
     commands.add_parser("domains", help="list the demo domains")
     commands.add_parser("models", help="list the simulated models")
@@ -103,6 +111,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         "record": run_record,
         "dataset": run_dataset,
         "replay": run_replay,
+        "phoenix": run_phoenix,
+        **PHOENIX_EVAL_HANDLERS,
         "variants": _variants,
         "domains": _domains,
         "models": _models,
@@ -134,12 +144,13 @@ def _run(args: argparse.Namespace) -> int:
     domain = get_domain(args.domain)
     model = model_from_spec(args.model, domain=domain, seed=args.seed)
     wiring = telemetry("otlp", endpoint=args.otlp) if args.otlp else telemetry("none")
+    export = open_export(args)
     agent = Agent(
         model=model,
         variant=variant,
         tools=domain.make_tools,
         instructions=domain.instructions,
-        tracer_provider=wiring.provider,
+        tracer_provider=with_export(wiring.provider, export),
         store=SessionStore(args.store) if args.store else None,
     )
     metadata = {
@@ -153,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         result = asyncio.run(session.run_turn(args.request))
     finally:
         wiring.shutdown()
+        close_export(export)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:

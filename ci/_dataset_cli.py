@@ -10,6 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci._phoenix_cli import add_from_phoenix, run_from_phoenix
+from ci._phoenix_export import (
+    PhoenixExport,
+    add_phoenix_options,
+    close_export,
+    open_export,
+    replay_processor,
+)
 from harness import PlangateError
 
 if TYPE_CHECKING:
@@ -36,6 +44,7 @@ def add_commands(commands: Any) -> None:
     recording.add_argument(
         "--redact", action="append", default=[], metavar="REGEX", help="also redact this"
     )
+    add_phoenix_options(recording)
 
     dataset = commands.add_parser("dataset", help="check or build golden datasets")
     verbs = dataset.add_subparsers(dest="dataset_command", required=True, metavar="VERB")
@@ -46,6 +55,7 @@ def add_commands(commands: Any) -> None:
     traces.add_argument("--session", action="append", help="only this session (repeatable)")
     traces.add_argument("-o", "--output", required=True, metavar="datasets/NAME")
     traces.add_argument("--name", help="dataset name (default: the output folder's name)")
+    add_from_phoenix(verbs)
 
     _add_replay(commands)
 
@@ -64,6 +74,7 @@ def _add_replay(commands: Any) -> None:
     replaying.add_argument("--json", action="store_true", help="print a JSON list of results")
     replaying.add_argument("--shard", metavar="i/n", help="every n-th turn starting at i")
     replaying.add_argument("--jobs", type=int, default=4, help="turns replayed at once")
+    add_phoenix_options(replaying)
 
 
 def run_record(args: argparse.Namespace) -> int:
@@ -76,18 +87,25 @@ def run_record(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise PlangateError(f"cannot read requests file {path}: {exc.strerror}") from exc
     requests = load_requests(text, str(path))
-    dataset = asyncio.run(
-        record(
-            requests,
-            name=args.name or Path(args.output).name,
-            variant=args.variant,
-            model=args.model,
-            domain=args.domain,
-            seed=args.seed,
-            description=args.description,
-            redact=args.redact,
+    name = args.name or Path(args.output).name
+    export = open_export(args)
+    processor = export.processor(dataset=name, variant=args.variant) if export else None
+    try:
+        dataset = asyncio.run(
+            record(
+                requests,
+                name=name,
+                variant=args.variant,
+                model=args.model,
+                domain=args.domain,
+                seed=args.seed,
+                description=args.description,
+                redact=args.redact,
+                span_processor=processor,
+            )
         )
-    )
+    finally:
+        close_export(export)
     target = write_dataset(dataset, args.output)
     print(
         f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
@@ -113,9 +131,11 @@ def _markers(table: pa.Table) -> int:
 
 
 def run_dataset(args: argparse.Namespace) -> int:
-    """`plangate dataset validate PATH` and `plangate dataset from-traces TABLE -o PATH`."""
+    """`plangate dataset validate PATH`, `... from-traces TABLE -o PATH`, `... from-phoenix`."""
     if args.dataset_command == "validate":
         return _validate(args.path)
+    if args.dataset_command == "from-phoenix":
+        return run_from_phoenix(args)
     return _from_traces(args)
 
 
@@ -223,7 +243,11 @@ def run_replay(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
     show = sys.stderr.isatty() and not args.json
-    results = asyncio.run(_replay_all(dataset, pairs, args, show))
+    export = open_export(args)
+    try:
+        results = asyncio.run(_replay_all(dataset, pairs, args, show, export))
+    finally:
+        close_export(export)
     if args.output:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     if args.json:
@@ -238,7 +262,11 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_all(
-    dataset: GoldenDataset, pairs: list[tuple[str, int]], args: argparse.Namespace, show: bool
+    dataset: GoldenDataset,
+    pairs: list[tuple[str, int]],
+    args: argparse.Namespace,
+    show: bool,
+    export: PhoenixExport | None = None,
 ) -> list[ReplayResult]:
     from rich.progress import Progress
 
@@ -251,8 +279,10 @@ async def _replay_all(
         async def one(session: str, turn: int) -> ReplayResult:
             async with gate:
                 result = await replay_turn(
-                    dataset, session, turn, variant=args.variant, model=args.model, tools=args.tools
-                )
+                    dataset, session, turn, variant=args.variant, model=args.model,
+                    tools=args.tools,
+                    span_processor=replay_processor(export, dataset, session, args.variant),
+                )  # fmt: skip
             progress.advance(task)
             return result
 

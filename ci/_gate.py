@@ -25,15 +25,19 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ci._gate_file import GateFile, GateFileError, Side
+from ci._phoenix_export import replay_processor
 from ci._stats import Interval, paired_bootstrap, ratio_interval, regression_p_value
 from evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
 from replay import concat_tables, read_dataset, replay_turn
+
+if TYPE_CHECKING:
+    from ci._phoenix_export import PhoenixExport
 
 Case = tuple[str, str, int]
 """(dataset name, session id, turn index)."""
@@ -64,6 +68,8 @@ class CaseResult:
     noise_score: float | None = None
     min_pass_rate: float | None = None
     """The case's own minimum pass rate from the gate file, if any."""
+    trace_url: str | None = None
+    """The candidate's trace in Phoenix (its first failing repeat), when exported there."""
 
     @property
     def flaky(self) -> bool:
@@ -167,8 +173,8 @@ class Verdict:
         return 0 if self.passed else 1
 
 
-async def run_gate(gate: GateFile) -> Verdict:
-    """Replay (or read), evaluate and compare; the whole gate."""
+async def run_gate(gate: GateFile, *, phoenix: PhoenixExport | None = None) -> Verdict:
+    """Replay (or read), evaluate and compare; the whole gate (replayed spans also to `phoenix`)."""
     datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
     rubrics = gate_rubrics(gate)
     cases = gate_cases(gate, datasets)
@@ -184,8 +190,9 @@ async def run_gate(gate: GateFile) -> Verdict:
             side_scores[name] = read_scores(side.scores, cases, names)
         else:
             side_scores[name] = await replay_scores(
-                gate, side, datasets, cases, names, rubrics, repeats=repeats
-            )
+                gate, side, datasets, cases, names, rubrics, repeats=repeats, phoenix=phoenix,
+                label=name,
+            )  # fmt: skip
     baseline = runs_from_scores(side_scores["baseline"], cases, names)
     candidate = runs_from_scores(side_scores["candidate"], cases, names)
     noise: Runs | None = None
@@ -266,8 +273,14 @@ async def replay_scores(
     rubrics: RubricSet,
     *,
     repeats: int,
+    phoenix: PhoenixExport | None = None,
+    label: str = "side",
 ) -> pa.Table:
-    """Replay every case `repeats` times with one side; the scores, `trial` = repeat."""
+    """Replay every case `repeats` times with one side; the scores, `trial` = repeat.
+
+    With `phoenix`, the spans are exported too, each repeat a run of its own: `LABEL-rN`, and
+    the baseline's noise-floor repeats `noise-rN`.
+    """
     limit = asyncio.Semaphore(gate.jobs)
     params = {name: rule.params for name, rule in gate.evaluators.items() if rule.params}
 
@@ -280,6 +293,9 @@ async def replay_scores(
             result = await replay_turn(
                 datasets[name], session_id, turn_index, variant=side.variant, model=side.model,
                 tools=side.tools, seed=seed,  # type: ignore[arg-type]
+                span_processor=replay_processor(
+                    phoenix, datasets[name], session_id, side.variant, _run(gate, label, repeat)
+                ),
             )  # fmt: skip
         assert result.table is not None
         return result.table
@@ -287,10 +303,27 @@ async def replay_scores(
     parts = []
     for repeat in range(repeats):
         tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
-        scores = evaluate(concat_tables(tables), rubrics, names=names, params=params)
+        traces = concat_tables(tables)
+        scores = evaluate(traces, rubrics, names=names, params=params)
         trial = pa.array([repeat] * scores.num_rows, pa.int32())
-        parts.append(scores.set_column(scores.schema.get_field_index("trial"), "trial", trial))
+        scores = scores.set_column(scores.schema.get_field_index("trial"), "trial", trial)
+        parts.append(_with_agent_spans(scores, traces))
     return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def _with_agent_spans(scores: pa.Table, traces: pa.Table) -> pa.Table:
+    """Each score row with its turn's AGENT `span_id` and `trace_id`: the way to its trace."""
+    agents = traces.filter(pc.equal(traces["span_kind"], "AGENT")).select(
+        ["session_id", "turn_index", "span_id", "trace_id"]
+    )
+    return scores.join(agents, keys=["session_id", "turn_index"], join_type="left outer")
+
+
+def _run(gate: GateFile, label: str, repeat: int) -> str:
+    """A repeat's run name in Phoenix; the baseline's repeats past k are its noise floor."""
+    if label == "baseline" and gate.noise_floor and repeat >= gate.repeats:
+        return f"noise-r{repeat - gate.repeats}"
+    return f"{label}-r{repeat}"
 
 
 def read_scores(path: Path, cases: Sequence[Case], names: list[str]) -> pa.Table:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci._phoenix_export import add_phoenix_options, close_export, open_export
+
 if TYPE_CHECKING:
     from ci._compare import Comparison
     from ci._gate import Verdict
+    from ci._phoenix_export import PhoenixExport
 
 DEFAULT_GATE = Path(__file__).parent / "gate.toml"
 """The shipped gate file: the shipped golden datasets and the default evaluators."""
@@ -22,6 +26,7 @@ def add_commands(commands: Any) -> None:
     gate.add_argument("gate_file", metavar="GATE.toml")
     gate.add_argument("-o", "--output", default="out/gate", help="report folder (default out/gate)")
     gate.add_argument("--repeats", type=int, help="override gate.repeats")
+    add_phoenix_options(gate)
 
     compare = commands.add_parser("compare", help="harness variants side by side, with intervals")
     compare.add_argument("variants", nargs="+", metavar="VARIANT", help="name or .toml path")
@@ -38,7 +43,21 @@ def add_commands(commands: Any) -> None:
 
 def run_gate_command(args: argparse.Namespace) -> int:
     """Run the gate; 0 pass, 1 regression (2 for unusable input comes from PlangateError)."""
-    verdict, files = gate_with_reports(args.gate_file, args.output, repeats=args.repeats)
+    export = open_export(args)
+    try:
+        verdict, files = gate_with_reports(
+            args.gate_file, args.output, repeats=args.repeats, phoenix=export
+        )
+    finally:
+        close_export(export)  # waits until every exported span has arrived
+    if export is not None:
+        from ci._phoenix_gate import publish_verdict
+
+        # The scores as annotations, and each case's Phoenix link into the reports.
+        verdict, problems = publish_verdict(export, verdict)
+        for problem in problems:
+            print(f"plangate: phoenix: annotations not logged: {problem}", file=sys.stderr)
+        files = write_outputs(verdict, args.output)
     print_verdict(verdict, files)
     return verdict.exit_code
 
@@ -117,9 +136,16 @@ def print_comparison(result: Comparison) -> None:
 
 
 def gate_with_reports(
-    gate_file: str | Path, output: str | Path, *, repeats: int | None = None
+    gate_file: str | Path,
+    output: str | Path,
+    *,
+    repeats: int | None = None,
+    phoenix: PhoenixExport | None = None,
 ) -> tuple[Verdict, dict[str, Path]]:
-    """Run a gate file; write its reports and both sides' score tables into `output`."""
+    """Run a gate file; write its reports and both sides' score tables into `output`.
+
+    With `phoenix`, the replayed spans are exported to Phoenix as well.
+    """
     import dataclasses
 
     from ci._gate import run_gate
@@ -128,7 +154,7 @@ def gate_with_reports(
     gate = load_gate(gate_file)
     if repeats is not None:
         gate = dataclasses.replace(gate, repeats=max(1, repeats))
-    verdict = asyncio.run(run_gate(gate))
+    verdict = asyncio.run(run_gate(gate, phoenix=phoenix))
     return verdict, write_outputs(verdict, output)
 
 

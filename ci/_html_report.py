@@ -370,10 +370,18 @@ def _cases(cases: Sequence[CaseResult], empty: str) -> str:
         f'{escape(c.session_id)}</td><td class="num">{c.turn_index}</td>'
         f"<td>{escape(c.evaluator)}</td><td>{escape(c.status.replace('_', ' '))}</td>"
         f'<td class="marks nowrap">{_marks(c.baseline)} → '
-        f'{_marks(c.candidate)}</td><td class="explanation">{escape(c.explanation)}</td></tr>'
+        f'{_marks(c.candidate)}</td><td class="explanation">{escape(c.explanation)}{_trace(c)}'
+        "</td></tr>"
         for c in cases
     ]
     return _table(head, rows)
+
+
+def _trace(case: CaseResult) -> str:
+    """A link to the case's trace in Phoenix, when the gate exported there."""
+    if not case.trace_url:
+        return ""
+    return f' <a class="trace" href="{escape(case.trace_url)}">trace in Phoenix</a>'
 
 
 def _marks(outcomes: Sequence[bool]) -> str:

@@ -54,6 +54,11 @@ sys.exit(main())
 """
 
 
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+"""Servers this process started, by pid: `_alive` polls (and so reaps) them through their Popen,
+which would otherwise warn (ResourceWarning) that the process is still running when collected."""
+
+
 class PhoenixError(PlangateError):
     """The Phoenix server could not be set up, started or reached; the message says why."""
 
@@ -157,6 +162,7 @@ def up(
         url=f"http://{HOST}:{port}", port=port, grpc_port=grpc_port, folder=str(data),
         pid=process.pid,
     )  # fmt: skip
+    _STARTED[process.pid] = process
     deadline = time.monotonic() + timeout
     while not _healthy(server.url):
         if process.poll() is not None:
@@ -214,6 +220,9 @@ def _healthy(url: str) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    started = _STARTED.get(pid)
+    if started is not None:
+        return started.poll() is None
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)  # reap it if it is our own child that ended
         if waited == pid:

@@ -74,6 +74,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "baseline_score": c.baseline_score,
                 "candidate_score": c.candidate_score,
                 "min_pass_rate": c.min_pass_rate,
+                "trace_url": c.trace_url,
                 "explanation": c.explanation,
             }
             for c in verdict.cases
@@ -140,9 +141,10 @@ def markdown(verdict: Verdict) -> str:
 
 def _case_line(case: CaseResult) -> str:
     outcomes = f"{_marks(case.baseline)} → {_marks(case.candidate)}"
+    trace = f" [trace]({case.trace_url})" if case.trace_url else ""
     return (
         f"- `{case.dataset}` {case.session_id} turn {case.turn_index}, {case.evaluator} "
-        f"({outcomes}): {case.explanation}"
+        f"({outcomes}): {case.explanation}{trace}"
     )
 
 
@@ -180,6 +182,7 @@ def junit(verdict: Verdict) -> str:
                         if case.below_minimum
                         else ""
                     )
+                    + (f"\ntrace: {case.trace_url}" if case.trace_url else "")
                 )
             elif case.status == "flaky":
                 ET.SubElement(element, "skipped", message=f"flaky: {_marks(case.candidate)}")

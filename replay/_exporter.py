@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 import pyarrow as pa
-from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
@@ -130,11 +130,16 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
     )
 
 
-def trace_table_provider() -> tuple[TracerProvider, TraceTableExporter]:
+def trace_table_provider(
+    *extra_processors: SpanProcessor,
+) -> tuple[TracerProvider, TraceTableExporter]:
     """A tracer provider whose spans land in a new `TraceTableExporter`.
 
     Spans are handed over as each one ends (a `SimpleSpanProcessor`), and the attribute limit is
     raised from the SDK's 128 to 10,000 so that flattened message attributes are not dropped.
+
+    Args:
+        *extra_processors: Also receive every span, after the trace table (e.g. an export).
 
     Returns:
         The provider, to pass to the agent, and the exporter, to read the table from.
@@ -142,4 +147,6 @@ def trace_table_provider() -> tuple[TracerProvider, TraceTableExporter]:
     exporter = TraceTableExporter()
     provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for processor in extra_processors:
+        provider.add_span_processor(processor)
     return provider, exporter

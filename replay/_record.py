@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from opentelemetry.sdk.trace import SpanProcessor
 
 from harness import (
     Agent,
@@ -134,8 +135,14 @@ async def record(
     description: str = "",
     redact: Iterable[str] = (),
     memory_dir: Path | None = None,
+    span_processor: SpanProcessor | None = None,
 ) -> GoldenDataset:
-    """Run every session and return the golden dataset (redacted, not yet written)."""
+    """Run every session and return the golden dataset (redacted, not yet written).
+
+    `span_processor` also receives every span (e.g. an export to Phoenix); the dataset's trace
+    table is the same with or without it.
+    """
+    extra = (span_processor,) if span_processor is not None else ()
     redactor = Redactor(redact)
     sessions: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
@@ -144,7 +151,7 @@ async def record(
     span_tables: list[pa.Table] = []
     for request in requests:
         recorder = Recorder()
-        provider, exporter = trace_table_provider()
+        provider, exporter = trace_table_provider(*extra)
         spec = request.model or model
         chosen_seed = request.seed if request.seed is not None else seed
         recorded = await _record_session(

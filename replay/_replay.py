@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+from opentelemetry.sdk.trace import SpanProcessor
 
 from harness import (
     Agent,
@@ -113,13 +114,23 @@ async def replay_turn(
     tools: ToolSource = "cassette",
     tracer_provider: Any = None,
     seed: int | None = None,
+    span_processor: SpanProcessor | None = None,
 ) -> ReplayResult:
-    """Replay one turn; a strict cassette mismatch is reported in `error`, not raised."""
+    """Replay one turn; a strict cassette mismatch is reported in `error`, not raised.
+
+    The spans go to a trace table (`table`), and also to `span_processor` if given (e.g. an
+    export to Phoenix); or, with `tracer_provider`, only to that provider.
+    """
+    if tracer_provider is not None and span_processor is not None:
+        raise ValueError("give replay_turn a tracer_provider or a span_processor, not both")
     session_row = dataset.session(session_id)
     turn_row = dataset.turn(session_id, turn_index)
     chosen = variant or session_row["variant"]
     recorded = json.loads(turn_row["steps"])
-    provider, exporter = (tracer_provider, None) if tracer_provider else trace_table_provider()
+    extra = (span_processor,) if span_processor is not None else ()
+    provider, exporter = (
+        (tracer_provider, None) if tracer_provider else trace_table_provider(*extra)
+    )
     cassette = _model(dataset, session_row, turn_index, model, seed)
     memory_dir = _memory_before(session_row, turn_row)
     agent = Agent(

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tests.bench import bench_evaluators, bench_gate, bench_loop
+from tests.bench import bench_evaluators, bench_gate, bench_imports, bench_loop
 from tests.bench.bench_loop import Result
 
 TARGET_US = 150
@@ -83,6 +83,7 @@ def write(
     load: float,
     evaluator_results: list[bench_evaluators.Timing] | None = None,
     study: list[dict[str, object]] | None = None,
+    imports: list[bench_imports.ImportTiming] | None = None,
 ) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +101,7 @@ def write(
             for r in evaluator_results or []
         ],
         "gate_study": study or [],
+        "imports": [r.as_dict() for r in imports or []],
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -128,7 +130,9 @@ def main() -> None:
     console.print(evaluator_table(evaluator_results))
     study = bench_gate.study()
     console.print(study_table(study))
-    write(results, pydantic_ai, load[0], evaluator_results, study)
+    imports = bench_imports.run_all()
+    console.print(bench_imports.table(imports))
+    write(results, pydantic_ai, load[0], evaluator_results, study, imports)
     console.print(f"written to {OUT}")
 
 

@@ -1,0 +1,152 @@
+"""`plangate phoenix up | status | down`: a real server, every port it listens on on loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from ci._phoenix_server import down, free_port
+
+LISTEN = "0A"
+"""The TCP state LISTEN in /proc/net/tcp."""
+
+
+def plangate(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ci", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def session_pids(leader: int) -> list[int]:
+    """The processes of the session `leader` started (the server and any children of it)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+        if int(fields[3]) == leader:  # field 6 of stat: the session id
+            pids.append(int(entry.name))
+    return pids
+
+
+def socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        found = re.fullmatch(r"socket:\[(\d+)\]", target)
+        if found:
+            inodes.add(found.group(1))
+    return inodes
+
+
+def address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp{,6} writes it: 32-bit words in host (little-endian) order."""
+    words = [bytes.fromhex(hex_address[i : i + 8])[::-1] for i in range(0, len(hex_address), 8)]
+    packed = b"".join(words)
+    return ipaddress.ip_address(packed)
+
+
+def listening(pids: list[int]) -> list[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN that one of `pids` holds."""
+    inodes = set().union(*(socket_inodes(pid) for pid in pids))
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == LISTEN and inode in inodes:
+                host, port = local.split(":")
+                found.append((str(address(host)), int(port, 16)))
+    return found
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for its reaper counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def is_loopback(text: str) -> bool:
+    value = ipaddress.ip_address(text)
+    if isinstance(value, ipaddress.IPv6Address) and value.ipv4_mapped is not None:
+        value = value.ipv4_mapped
+    return value.is_loopback
+
+
+def test_address_parsing_reads_proc_net_tcp() -> None:
+    assert str(address("0100007F")) == "127.0.0.1"
+    assert str(address("00000000000000000000000000000000")) == "::"
+    mapped = address("0000000000000000FFFF00000100007F")
+    assert str(mapped) == "::ffff:7f00:1" and is_loopback(str(mapped))
+    assert not is_loopback("0.0.0.0") and not is_loopback("::")
+
+
+def test_up_status_down_with_every_port_on_loopback(tmp_path: Path) -> None:
+    folder = tmp_path / "phoenix"
+    port, grpc_port = free_port(), free_port()
+    where = ("--dir", str(folder))
+    try:
+        done = plangate("phoenix", "up", *where, "--port", str(port), "--grpc-port", str(grpc_port))
+        assert done.returncode == 0, done.stderr
+        assert f"http://127.0.0.1:{port}/v1/traces" in done.stdout
+        done = plangate("phoenix", "status", *where)
+        assert done.returncode == 0, done.stderr
+        assert f"running at http://127.0.0.1:{port}" in done.stdout
+        assert str(folder) in done.stdout
+        pid = int(re.findall(r"pid (\d+)", done.stdout)[0])
+
+        sockets = listening(session_pids(pid))
+        assert {port, grpc_port} <= {p for _, p in sockets}, sockets
+        assert all(is_loopback(host) for host, _ in sockets), sockets
+
+        again = plangate("phoenix", "up", *where)
+        assert again.returncode == 0 and "already running" in again.stdout
+        stopped = plangate("phoenix", "down", *where)
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout
+        assert gone(pid)
+        done = plangate("phoenix", "status", *where)
+        assert done.returncode == 1 and "not running" in done.stdout
+    finally:
+        down(folder)
+
+
+def test_up_on_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = plangate("phoenix", "up", "--dir", str(tmp_path), "--port", str(port), timeout=60)
+    assert done.returncode == 2
+    assert f"plangate: error: port {port} on 127.0.0.1 is in use" in done.stderr
+    assert "--port" in done.stderr
+
+
+def test_a_server_environment_that_cannot_be_made_is_a_usage_error(tmp_path: Path) -> None:
+    nowhere = "/proc/plangate-no-env"  # nothing can be created under /proc
+    done = plangate(
+        "phoenix", "up", "--dir", str(tmp_path), "--port", str(free_port()),
+        "--grpc-port", str(free_port()), "--env", nowhere, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"plangate: error: could not create the Phoenix server environment in {nowhere}" in (
+        done.stderr
+    )
