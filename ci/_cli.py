@@ -19,8 +19,6 @@ from ci._gate_cli import add_commands as add_gate_commands
 from ci._gate_cli import run_compare_command, run_gate_command
 from ci._phoenix_cli import add_commands as add_phoenix_commands
 from ci._phoenix_cli import run_phoenix
-from ci._phoenix_eval_cli import HANDLERS as PHOENIX_EVAL_HANDLERS
-from ci._phoenix_eval_cli import add_commands as add_phoenix_eval_commands
 from ci._phoenix_export import add_phoenix_options, close_export, open_export, with_export
 from ci._runs_cli import add_commands as add_run_commands
 from ci._runs_cli import run_plan, run_resume, run_runs
@@ -80,7 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_commands(commands)
     add_gate_commands(commands)
     add_phoenix_commands(commands)
-    add_phoenix_eval_commands(commands)
     commands.add_parser("variants", help="list the shipped harness variants")
     commands.add_parser("domains", help="list the demo domains")
     commands.add_parser("models", help="list the simulated models")
@@ -112,7 +109,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         "dataset": run_dataset,
         "replay": run_replay,
         "phoenix": run_phoenix,
-        **PHOENIX_EVAL_HANDLERS,
         "variants": _variants,
         "domains": _domains,
         "models": _models,

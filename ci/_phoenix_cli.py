@@ -21,12 +21,15 @@ EXIT_NOT_RUNNING = 1
 
 
 def add_commands(commands: Any) -> None:
-    """Add `phoenix up | down | status` to the `plangate` subcommands."""
+    """Add `phoenix up | down | status | annotate | dataset | experiment` to the subcommands."""
     phoenix = commands.add_parser("phoenix", help="a local Phoenix server (127.0.0.1 only)")
     verbs = phoenix.add_subparsers(dest="phoenix_command", required=True, metavar="VERB")
     starting = verbs.add_parser("up", help="start it (if not running) and wait until healthy")
     stopping = verbs.add_parser("down", help="stop it")
     asking = verbs.add_parser("status", help="is it running? (exit 0 yes, 1 no)")
+    from ci._phoenix_eval_cli import add_commands as add_eval_commands
+
+    add_eval_commands(verbs)  # annotate, dataset, experiment
     for verb in (starting, stopping, asking):
         verb.add_argument(
             "--dir", default=str(DEFAULT_FOLDER), help=f"data folder (default {DEFAULT_FOLDER})"
@@ -53,7 +56,11 @@ def add_from_phoenix(verbs: Any) -> None:
 
 
 def run_phoenix(args: argparse.Namespace) -> int:
-    """`plangate phoenix up | down | status`."""
+    """`plangate phoenix up | down | status | annotate | dataset | experiment`."""
+    from ci._phoenix_eval_cli import HANDLERS
+
+    if args.phoenix_command in HANDLERS:
+        return HANDLERS[args.phoenix_command](args)
     if args.phoenix_command == "up":
         running = status(args.dir)
         server = running or up(args.dir, port=args.port, grpc_port=args.grpc_port, env=args.env)

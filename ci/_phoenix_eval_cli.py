@@ -1,12 +1,12 @@
 """Plangate's results in Phoenix, from the command line.
 
-    plangate phoenix-annotate SCORES.parquet TRACES.parquet [--url URL] [--project P]
-    plangate phoenix-dataset DATASET [--url URL] [--name N] [--session ID]...
-    plangate phoenix-experiment DATASET --variant V [--variant V2] --model SPEC [--url URL]
+    plangate phoenix annotate SCORES.parquet TRACES.parquet [--url URL] [--project P]
+    plangate phoenix dataset DATASET [--url URL] [--name N] [--session ID]...
+    plangate phoenix experiment DATASET --variant V [--variant V2] --model SPEC [--url URL]
 
-`phoenix-annotate` logs a score table (`plangate eval -o`) on the turns of a trace table whose
-spans went to Phoenix; `phoenix-dataset` mirrors a golden dataset as a Phoenix dataset;
-`phoenix-experiment` mirrors it (or reuses the mirror) and replays it once per variant as
+`phoenix annotate` logs a score table (`plangate eval -o`) on the turns of a trace table whose
+spans went to Phoenix; `phoenix dataset` mirrors a golden dataset as a Phoenix dataset;
+`phoenix experiment` mirrors it (or reuses the mirror) and replays it once per variant as
 Phoenix experiments, to compare side by side in Phoenix. They are top-level commands because
 `plangate phoenix` (up, down, status) belongs to `ci._phoenix_cli`.
 """
@@ -29,12 +29,10 @@ SHOWN_FAILURES = 20
 
 
 def add_commands(commands: Any) -> None:
-    """Add `phoenix-annotate`, `phoenix-dataset` and `phoenix-experiment`."""
+    """Add `annotate`, `dataset` and `experiment` to the `plangate phoenix` verbs."""
     from ci._phoenix_dataset import GOLDEN_PROJECT
 
-    annotating = commands.add_parser(
-        "phoenix-annotate", help="log a score table as Phoenix annotations"
-    )
+    annotating = commands.add_parser("annotate", help="log a score table as Phoenix annotations")
     annotating.add_argument("scores", metavar="SCORES.parquet", help="`plangate eval -o` output")
     annotating.add_argument("traces", metavar="TRACES.parquet", help="the scored trace table")
     annotating.add_argument(
@@ -46,11 +44,9 @@ def add_commands(commands: Any) -> None:
         "--identifier", help="keep these annotations apart from others of the same name"
     )
 
-    mirroring = commands.add_parser(
-        "phoenix-dataset", help="mirror a golden dataset as a Phoenix dataset"
-    )
+    mirroring = commands.add_parser("dataset", help="mirror a golden dataset as a Phoenix dataset")
     experimenting = commands.add_parser(
-        "phoenix-experiment", help="replay a golden dataset per variant as Phoenix experiments"
+        "experiment", help="replay a golden dataset per variant as Phoenix experiments"
     )
     for command in (mirroring, experimenting):
         command.add_argument("dataset", metavar="DATASET", help="golden dataset folder")
@@ -79,7 +75,7 @@ def add_commands(commands: Any) -> None:
 
 
 def run_annotate(args: argparse.Namespace) -> int:
-    """`plangate phoenix-annotate SCORES TRACES`."""
+    """`plangate phoenix annotate SCORES TRACES`."""
     from ci._phoenix import annotate
     from replay import read_table
 
@@ -102,7 +98,7 @@ def run_annotate(args: argparse.Namespace) -> int:
 
 
 def run_dataset(args: argparse.Namespace) -> int:
-    """`plangate phoenix-dataset DATASET`."""
+    """`plangate phoenix dataset DATASET`."""
     mirrored = _mirror(args, _client(args))
     print(
         f"{mirrored.name}: {mirrored.examples} examples ({mirrored.created} new, "
@@ -113,7 +109,7 @@ def run_dataset(args: argparse.Namespace) -> int:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
-    """`plangate phoenix-experiment DATASET --variant V... --model SPEC`."""
+    """`plangate phoenix experiment DATASET --variant V... --model SPEC`."""
     from ci._phoenix import base_url, compare_url
     from ci._phoenix_experiment import run_experiment
 
@@ -144,11 +140,11 @@ def run_experiments(args: argparse.Namespace) -> int:
 
 
 HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "phoenix-annotate": run_annotate,
-    "phoenix-dataset": run_dataset,
-    "phoenix-experiment": run_experiments,
+    "annotate": run_annotate,
+    "dataset": run_dataset,
+    "experiment": run_experiments,
 }
-"""The command handlers, by command name."""
+"""The verb handlers, by verb."""
 
 
 def _client(args: argparse.Namespace) -> Client:

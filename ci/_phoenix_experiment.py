@@ -187,7 +187,7 @@ def _phoenix_dataset(client: Client, dataset: PhoenixDataset | str) -> Dataset:
     except ValueError as exc:
         raise PhoenixDatasetError(
             f"no Phoenix dataset {dataset!r} at {base_url(client)}: mirror the golden dataset "
-            "first (`plangate phoenix-dataset DATASET`)"
+            "first (`plangate phoenix dataset DATASET`)"
         ) from exc
 
 

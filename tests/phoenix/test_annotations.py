@@ -276,13 +276,13 @@ def test_the_command_annotates_and_lists_failing_turns_with_links(
     pq.write_table(scored.traces, tmp_path / "traces.parquet")
     files = [str(tmp_path / "scores.parquet"), str(tmp_path / "traces.parquet")]
 
-    code = main(["phoenix-annotate", *files, "--url", phoenix.url, "--project", scored.project])
+    code = main(["phoenix", "annotate", *files, "--url", phoenix.url, "--project", scored.project])
     out = capsys.readouterr().out
     assert code == 0
     assert f"{scored.scores.num_rows} span" in out
     assert "task_completion failed" in out and f"{phoenix.url}/projects/" in out
 
     down = f"http://127.0.0.1:{free_port()}"
-    code = main(["phoenix-annotate", *files, "--url", down, "--project", "p", "--timeout", "1"])
+    code = main(["phoenix", "annotate", *files, "--url", down, "--project", "p", "--timeout", "1"])
     assert code == 2
     assert f"cannot reach Phoenix at {down}" in capsys.readouterr().err

@@ -225,12 +225,12 @@ def test_the_commands_mirror_and_experiment(
 ) -> None:
     name = f"cli-{TOKEN}"
     common = [str(GOLDEN), "--url", phoenix.url, "--name", name, "--session", "obs-001"]
-    assert main(["phoenix-dataset", *common, "--project", f"cli-{TOKEN}"]) == 0
+    assert main(["phoenix", "dataset", *common, "--project", f"cli-{TOKEN}"]) == 0
     out = capsys.readouterr().out
     assert f"{name}: 2 examples (2 new, 2 linked" in out
 
     code = main(
-        ["phoenix-experiment", *common, "--variant", "alyx", "--model", "cassette",
+        ["phoenix", "experiment", *common, "--variant", "alyx", "--model", "cassette",
          "--evaluator", "task_completion"]
     )  # fmt: skip
     out = capsys.readouterr().out
