@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from ci._phoenix_dataset import PhoenixDataset, mirror_dataset
     from ci._phoenix_experiment import PhoenixExperiment, run_experiment
     from ci._phoenix_export import ExportReport, PhoenixExport
+    from ci._phoenix_fetch import fetch_spans, golden_from_phoenix
+    from ci._phoenix_gate import publish_verdict
+    from ci._phoenix_server import PhoenixServer
+    from ci._phoenix_server import down as phoenix_down
+    from ci._phoenix_server import status as phoenix_status
+    from ci._phoenix_server import up as phoenix_up
     from ci._reports import junit, markdown, verdict_json, write_reports
     from ci._telemetry import Telemetry, telemetry
 
@@ -32,6 +38,13 @@ _LAZY = {
     "mirror_dataset": "ci._phoenix_dataset",
     "PhoenixExperiment": "ci._phoenix_experiment",
     "run_experiment": "ci._phoenix_experiment",
+    "fetch_spans": "ci._phoenix_fetch",
+    "golden_from_phoenix": "ci._phoenix_fetch",
+    "PhoenixServer": "ci._phoenix_server",
+    "phoenix_up": "ci._phoenix_server",
+    "phoenix_down": "ci._phoenix_server",
+    "phoenix_status": "ci._phoenix_server",
+    "publish_verdict": "ci._phoenix_gate",
     "ExportReport": "ci._phoenix_export",
     "PhoenixExport": "ci._phoenix_export",
     "CaseResult": "ci._gate",
@@ -48,6 +61,10 @@ _LAZY = {
 }
 
 
+_RENAMED = {"phoenix_up": "up", "phoenix_down": "down", "phoenix_status": "status"}
+"""Public names that differ from the name in their module."""
+
+
 def __getattr__(name: str) -> Any:
     # Everything loads on first use: the gate pulls in pandas and pyarrow, which `plangate
     # run` should not pay for, and the pytest plugin (imported by every pytest run where
@@ -55,7 +72,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module = importlib.import_module(_LAZY[name])
+        return getattr(module, _RENAMED.get(name, name))
     raise AttributeError(f"module 'ci' has no attribute {name!r}")
 
 
@@ -65,6 +83,13 @@ __all__ = [
     "Comparison",
     "EvaluatorVerdict",
     "ExportReport",
+    "PhoenixServer",
+    "fetch_spans",
+    "golden_from_phoenix",
+    "phoenix_down",
+    "phoenix_status",
+    "phoenix_up",
+    "publish_verdict",
     "GateFile",
     "GateFileError",
     "NoiseFloor",
