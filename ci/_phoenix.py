@@ -24,16 +24,21 @@ from __future__ import annotations
 
 import base64
 import binascii
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
+from ci._phoenix_export import (
+    SEPARATOR,
+    SESSION_ID,
+    joined,
+    new_run_id,
+    safe,
+)
 from harness import PlangateError
 
 if TYPE_CHECKING:
@@ -42,11 +47,6 @@ if TYPE_CHECKING:
     from phoenix.client import Client
 
 ANNOTATOR_KIND = "CODE"
-SESSION_ID = "session.id"
-ORIGINAL_SESSION_ID = "plangate.session_id"
-"""Where a span keeps its session id when `session.id` is namespaced (as `ci._phoenix_export`)."""
-SEPARATOR = ":"
-"""Between the parts of a namespaced session id (the client refuses `/`, `?` and `#` in ids)."""
 POLL_SECONDS = 0.5
 SPAN_IDS_PER_QUERY = 100
 MAX_EXPLANATION = 2_000
@@ -164,21 +164,16 @@ def _is_node_id(value: str, kind: str) -> bool:
 def namespace(dataset: str, variant: str, run: str | None = None) -> str:
     """`DATASET:VARIANT:RUN`, the prefix of the session ids of one upload or replay run.
 
-    A variant given as a `.toml` path counts by its stem; RUN defaults to the UTC time and a
-    random suffix.
+    A variant given as a `.toml` path counts by its stem; RUN defaults to a new run id.
     """
-    run = run or f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
     stem = Path(variant).stem if variant.endswith(".toml") else variant
-    return SEPARATOR.join(_safe(part.replace(SEPARATOR, "_")) for part in (dataset, stem, run))
+    parts = (dataset, stem, run or new_run_id())
+    return SEPARATOR.join(safe(part.replace(SEPARATOR, "_")) for part in parts)
 
 
 def namespaced(prefix: str, session_id: str) -> str:
     """The session id Phoenix shows for `session_id` under a `namespace` prefix."""
-    return _safe(f"{prefix}{SEPARATOR}{session_id}")
-
-
-def _safe(text: str) -> str:
-    return text.translate(str.maketrans("/?#", "___"))
+    return joined(prefix, session_id)
 
 
 # ---------------------------------------------------------------------------------------------

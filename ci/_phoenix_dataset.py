@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ci._phoenix import (
-    ORIGINAL_SESSION_ID,
-    SESSION_ID,
     PhoenixRequestError,
     base_url,
     check_project_name,
@@ -32,6 +30,7 @@ from ci._phoenix import (
     phoenix_errors,
     wait_for_spans,
 )
+from ci._phoenix_export import ORIGINAL_SESSION_ID, SESSION_ID
 from harness import PlangateError
 
 if TYPE_CHECKING:

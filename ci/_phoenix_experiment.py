@@ -32,16 +32,14 @@ from opentelemetry.sdk.trace.export import (
 )
 
 from ci._phoenix import (
-    ORIGINAL_SESSION_ID,
-    SESSION_ID,
     base_url,
     compare_url,
     namespace,
-    namespaced,
     phoenix_errors,
     shorten,
 )
 from ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError
+from ci._phoenix_export import namespaced_span
 from harness import PlangateError
 
 if TYPE_CHECKING:
@@ -326,26 +324,7 @@ class NamespacedSessions(SpanExporter):
         return self._exporter.force_flush(timeout_millis)
 
     def _renamed(self, span: ReadableSpan) -> ReadableSpan:
-        attributes = dict(span.attributes or {})
-        if SESSION_ID not in attributes:
-            return span
-        original = str(attributes[SESSION_ID])
-        attributes[SESSION_ID] = namespaced(self._prefix, original)
-        attributes[ORIGINAL_SESSION_ID] = original
-        return ReadableSpan(
-            name=span.name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=attributes,
-            events=span.events,
-            links=span.links,
-            kind=span.kind,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
-        )
+        return namespaced_span(span, self._prefix, span.resource)
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:

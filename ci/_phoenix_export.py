@@ -418,7 +418,7 @@ class PhoenixExport:
         run: str | None = None,
     ) -> str:
         """The session id Phoenix shows for `session_id` in this namespace."""
-        return _joined(self.namespace(dataset=dataset, variant=variant, run=run), session_id)
+        return joined(self.namespace(dataset=dataset, variant=variant, run=run), session_id)
 
     def processor(
         self, *, dataset: str | None = None, variant: str | None = None, run: str | None = None
@@ -436,7 +436,7 @@ class PhoenixExport:
                 return
             self._sent.append(format(span.context.span_id, "016x"))
             resource = self._resource(span.resource)
-        self._batches.on_end(_namespaced(span, namespace, resource))
+        self._batches.on_end(namespaced_span(span, namespace, resource))
 
     def _resource(self, original: Resource) -> Resource:
         kept = self._resources.get(id(original))
@@ -510,12 +510,12 @@ class PhoenixExport:
         )
 
 
-def _namespaced(span: ReadableSpan, namespace: str, resource: Resource) -> ReadableSpan:
+def namespaced_span(span: ReadableSpan, namespace: str, resource: Resource) -> ReadableSpan:
     """A copy of `span` for Phoenix: `session.id` namespaced, the original kept, the project."""
     attributes = dict(span.attributes or {})
     original = attributes.get(SESSION_ID)
     if isinstance(original, str):
-        attributes[SESSION_ID] = _joined(namespace, original)
+        attributes[SESSION_ID] = joined(namespace, original)
         attributes[ORIGINAL_SESSION_ID] = original
     return ReadableSpan(
         name=span.name,
@@ -542,14 +542,15 @@ def _otlp_exporter(endpoint: str, outcomes: HttpOutcomes) -> SpanExporter:
 def _segment(text: str) -> str:
     """One part of a namespace: a variant file's stem; no separator, no `/?#`."""
     name = Path(text).stem if text.endswith(".toml") else text
-    return _safe(name.replace(SEPARATOR, "_"))
+    return safe(name.replace(SEPARATOR, "_"))
 
 
-def _joined(namespace: str, session_id: str) -> str:
-    return _safe(f"{namespace}{SEPARATOR}{session_id}")
+def joined(namespace: str, session_id: str) -> str:
+    """`NAMESPACE:SESSION`, safe for the Phoenix client's URL paths."""
+    return safe(f"{namespace}{SEPARATOR}{session_id}")
 
 
-def _safe(text: str) -> str:
+def safe(text: str) -> str:
     """Without the characters the Phoenix client cannot put in a URL path."""
     return text.translate(UNSAFE)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from harness import Agent, Model, ScriptedModel, Tool, ToolCall, TurnResult, load_variant, tool
@@ -122,3 +125,17 @@ def turn_rows(
             }
         )  # fmt: skip
     return rows
+
+
+def plangate(
+    *args: str, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `plangate` command line in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "ci", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
+    )

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import plangate
 
 PLANGATE = [sys.executable, "-m", "ci"]
 DEMO_REQUEST = (
     "Sort the LLM spans by latency, identify the bottlenecks, and write a report with "
     "suggested improvements."
 )
-
-
-def plangate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if "OPENAI" not in k}
-    return subprocess.run(
-        [*PLANGATE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env=env,
-        check=False,
-    )
 
 
 def test_run_json_reports_stop_reason_plan_calls_and_iterations() -> None:

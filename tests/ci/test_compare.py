@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.ci.test_gate import gate_file, plangate
+from tests.ci.test_gate import gate_file
 from tests.conftest import REPO
+from tests.helpers import plangate
 
 SIDE = 'variant = "alyx"\nmodel = "sim:forgetful"\ntools = "live"'
 

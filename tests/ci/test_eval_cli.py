@@ -10,15 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-
-def plangate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+from tests.helpers import plangate
 
 
 def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path: Path) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from ci._gate import run_gate
 from ci._gate_file import GateFileError, load_gate
 from ci._reports import junit, markdown, write_reports
 from tests.conftest import REPO
+from tests.helpers import plangate
 
 DATASET = REPO / "datasets" / "observability-core"
 SESSIONS = (
@@ -50,16 +49,6 @@ sessions = {sessions}
         encoding="utf-8",
     )
     return path
-
-
-def plangate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_a_real_regression_fails_with_evidence_and_reports(tmp_path: Path) -> None:

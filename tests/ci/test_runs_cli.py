@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.helpers import plangate
+
 REQUEST = "Sort the LLM spans by latency, identify the bottlenecks, and write a report with suggested improvements."
-
-
-def plangate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_pause_list_show_approve(tmp_path: Path) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from ci import telemetry
 from ci._phoenix_fetch import fetch_spans, golden_from_phoenix, with_original_sessions
 from ci._phoenix_server import PhoenixError, PhoenixServer
 from replay import read_dataset, replay_turn
+from tests.helpers import plangate
 from tests.phoenix.sending import SentTurn, send_replayed_turn, tool_calls, wait_for_spans
 
 PROJECT = "from-phoenix"
@@ -32,16 +31,6 @@ BIG = 150
 TIED = 50
 """Spans that start in the same microsecond: more than the small page size."""
 TWIN = 30
-
-
-def plangate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

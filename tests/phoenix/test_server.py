@@ -6,24 +6,13 @@ import ipaddress
 import os
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 from ci._phoenix_server import down, free_port
+from tests.helpers import plangate
 
 LISTEN = "0A"
 """The TCP state LISTEN in /proc/net/tcp."""
-
-
-def plangate(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def session_pids(leader: int) -> list[int]:
