@@ -396,7 +396,8 @@ class Session:
             return Stop(reason="loop_guard", detail=detail)
         found = turn.offered.get(call.name)
         schema = found.parameters if found is not None else None
-        with self.tracing.tool(turn.iteration, call, schema) as span:
+        nests = found is not None and found.is_async  # delegate's subagent spans nest in it
+        with self.tracing.tool(turn.iteration, call, schema, nests=nests) as span:
             result = await run_tool(call, turn.offered)
             content = self._annotate(turn, result, key, repeats, span)
         self._record(turn, call, result.status, content, arguments)

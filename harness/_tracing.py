@@ -5,26 +5,35 @@ gate bounces, nudges, guard firings and the stop reason are events on the AGENT 
 carries `session.id`, `user.id` and `metadata` (with the variant). Where spans go is the caller's
 choice (a `TracerProvider`, or None for no tracing).
 
-Tracing must stay cheap and must never break a run. An LLM span's input messages are its
-`input.value`: one JSON text joined from per-message JSON that is serialized once per session
-and reused by every later span (`messages="flat"` instead flattens them into the
-`llm.input_messages.*` attributes, which costs one attribute per message field per span: the
-context is re-listed on every call, so that cost grows with the square of the turn's length).
-Tool schemas go on the first LLM span of a turn and whenever the offered tools change. Strings
-are bounded, and every call into OpenTelemetry is guarded: a failure is logged, never raised.
+Tracing must stay cheap and must never break a run. Spans that others may nest in (the AGENT
+span, the TOOL span of an async tool such as `delegate`, whose subagent's spans go under it) are
+current while they run. An LLM span, and the TOOL span of a sync tool, is made when its block
+ends, dated from its start, with all its attributes in one call: no context switch and one
+attribute pass, but a span started inside the block (by an instrumented HTTP client, say) is
+its sibling rather than its child. An LLM span's input messages are its `input.value`: one
+JSON text in which each message is serialized once per session, and the part of the context
+that the previous call already sent is reused whole (`messages="flat"` instead flattens them
+into the `llm.input_messages.*` attributes, which costs one attribute per message field per
+span: the context is re-listed on every call, so that cost grows with the square of the turn's
+length). Tool schemas go on the first LLM span of a turn and whenever the offered tools change.
+Strings are bounded, and every call into OpenTelemetry is guarded: a failure is logged, never
+raised.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from json.encoder import encode_basestring as _quote
 from typing import Any, Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
 from harness._messages import (
     AssistantMessage,
@@ -72,6 +81,11 @@ MAX_CHARS = 16_000
 
 AGENT_SPAN_NAME = "agent.turn"
 LLM_SPAN_NAME = "llm.call"
+OUTPUT_MESSAGE = f"{LLM_OUTPUT_MESSAGES}.0"
+OUTPUT_ROLE = f"{OUTPUT_MESSAGE}.message.role"
+OUTPUT_CONTENT = f"{OUTPUT_MESSAGE}.message.content"
+
+_INTERNAL = trace.SpanKind.INTERNAL
 
 Pairs = tuple[tuple[str, Any], ...]
 MessageDetail = Literal["json", "flat"]
@@ -86,12 +100,62 @@ def bounded(text: str) -> str:
 
 
 class SpanHandle:
-    """A started span that the loop may add to; every method is a no-op when tracing is off."""
+    """A span the loop may add to, used as a context manager; this one does nothing (no tracing).
 
-    __slots__ = ("span",)
+    Entering starts the span and exiting ends it, however the block ends.
+    """
 
-    def __init__(self, span: Span | None) -> None:
-        self.span = span
+    __slots__ = ()
+
+    recording = False
+    """Whether anything is recorded: callers skip building attributes when not."""
+
+    def __enter__(self) -> SpanHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def set(self, attributes: Mapping[str, Any]) -> None:
+        """Add attributes."""
+
+    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
+        """Add an event."""
+
+    def error(self, description: str) -> None:
+        """Mark the span as failed."""
+
+
+NO_SPAN = SpanHandle()
+
+
+class CurrentSpan(SpanHandle):
+    """A span started on entry and current until exit, so that spans started inside nest in it."""
+
+    __slots__ = ("_attributes", "_name", "_token", "_tracer", "span")
+
+    recording = True
+
+    def __init__(self, tracer: Tracer, name: str, attributes: Mapping[str, Any]) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._attributes = attributes
+        self._token: object = None
+        self.span: Span | None = None
+
+    def __enter__(self) -> CurrentSpan:
+        try:
+            self.span = self._tracer.start_span(self._name, None, _INTERNAL, self._attributes)
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        except Exception:  # telemetry must never break a run
+            _log_failure("starting span", self._name)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _guard(otel_context.detach, self._token)
+        if self.span is not None:
+            _guard(self.span.end)
 
     def set(self, attributes: Mapping[str, Any]) -> None:
         """Add attributes."""
@@ -109,17 +173,70 @@ class SpanHandle:
             _guard(self.span.set_status, Status(StatusCode.ERROR, bounded(description)))
 
 
-NO_SPAN = SpanHandle(None)
+class LateSpan(SpanHandle):
+    """A span made when its block ends, dated from when the block began.
+
+    Its attributes, events and status are kept until then and handed to OpenTelemetry in one
+    `start_span` call, with no context switch: the cheapest span to make, but no span started
+    inside the block can nest in it. For blocks that start no spans (a model call, a tool that
+    starts none).
+    """
+
+    __slots__ = ("_attributes", "_error", "_events", "_name", "_parent", "_start", "_tracer")
+
+    recording = True
+
+    def __init__(self, tracer: Tracer, name: str, attributes: dict[str, Any]) -> None:
+        self._tracer = tracer
+        self._name = name
+        self._attributes = attributes
+        self._events: list[tuple[str, dict[str, Any], int]] = []
+        self._error: str | None = None
+        self._start = 0
+        self._parent: otel_context.Context | None = None
+
+    def __enter__(self) -> LateSpan:
+        self._start = time.time_ns()
+        self._parent = otel_context.get_current()  # the parent is what is current at the start
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        end = time.time_ns()
+        try:
+            span = self._tracer.start_span(
+                self._name, self._parent, _INTERNAL, self._attributes, start_time=self._start
+            )
+            for name, attributes, timestamp in self._events:
+                span.add_event(name, attributes, timestamp)
+            if self._error is not None:
+                span.set_status(Status(StatusCode.ERROR, bounded(self._error)))
+            span.end(end)
+        except Exception:  # telemetry must never break a run
+            _log_failure("recording span", self._name)
+
+    def set(self, attributes: Mapping[str, Any]) -> None:
+        """Add attributes."""
+        self._attributes.update(attributes)
+
+    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
+        """Add an event."""
+        self._events.append((name, dict(attributes), time.time_ns()))
+
+    def error(self, description: str) -> None:
+        """Mark the span as failed."""
+        self._error = description
 
 
 def _guard(function: Any, *args: Any) -> Any:
     try:
         return function(*args)
     except Exception:  # telemetry must never break a run
-        logger.exception(
-            "tracing failed in %s; the run goes on", getattr(function, "__name__", "?")
-        )
+        _log_failure("calling", getattr(function, "__name__", "?"))
         return None
+
+
+def _log_failure(doing: str, what: str) -> None:
+    logger.exception("tracing failed %s %s; the run goes on", doing, what)
 
 
 class SessionTracing:
@@ -146,28 +263,21 @@ class SessionTracing:
         if tags:
             self._base[TAGS] = list(tags)
         self._messages: dict[tuple[int, int], tuple[Message, Pairs]] = {}
-        self._json: dict[int, tuple[Message, str]] = {}
-        self._system_json: dict[str, str] = {}
+        self._json: dict[int, str] = {}
+        self._kept: list[Message] = []
+        self._system_texts: dict[str, str] = {}
+        self._body: Sequence[Message] = ()
+        self._body_json: list[str] = []
         self._tools: dict[tuple[str, ...], Pairs] = {}
         self._last_tools: tuple[str, ...] = ()
         self._schemas: dict[str, str] = {}
         self._turn: SpanHandle = NO_SPAN
 
-    @contextmanager
-    def span(self, name: str, attributes: Mapping[str, Any]) -> Iterator[SpanHandle]:
-        """Start a span as the current one; always ends it. `attributes` include the base ones."""
+    def span(self, name: str, attributes: Mapping[str, Any]) -> SpanHandle:
+        """A span, current while its block runs. `attributes` include the base ones."""
         if self._tracer is None:
-            yield NO_SPAN
-            return
-        span = _guard(self._tracer.start_span, name, None, trace.SpanKind.INTERNAL, attributes)
-        token = _guard(otel_context.attach, trace.set_span_in_context(span)) if span else None
-        try:
-            yield SpanHandle(span)
-        finally:
-            if token is not None:
-                _guard(otel_context.detach, token)
-            if span is not None:
-                _guard(span.end)
+            return NO_SPAN
+        return CurrentSpan(self._tracer, name, attributes)
 
     @contextmanager
     def turn(self, turn_index: int, request: str, agent_name: str) -> Iterator[SpanHandle]:
@@ -198,10 +308,10 @@ class SessionTracing:
         messages: Sequence[Message],
         tools: Sequence[ToolDefinition],
         model_name: str,
-    ) -> Any:
-        """The LLM span of one model call (a context manager yielding a `SpanHandle`)."""
-        if not self.enabled:
-            return self.span("", {})
+    ) -> SpanHandle:
+        """The LLM span of one model call, made when the call returns (nothing nests in it)."""
+        if self._tracer is None:
+            return NO_SPAN
         attributes: dict[str, Any] = {
             **self._base,
             SPAN_KIND: "LLM",
@@ -212,32 +322,36 @@ class SessionTracing:
             for index, message in enumerate(messages):
                 attributes.update(self._message_pairs(index, message))
         else:
-            parts = ",".join([self._message_json(m) for m in messages])
-            attributes[INPUT_VALUE] = '{"messages":[' + parts + "]}"
+            attributes[INPUT_VALUE] = self._input_json(messages)
             attributes[INPUT_MIME_TYPE] = MIME_JSON
-        names = tuple(t.name for t in tools)
+        names = tuple([t.name for t in tools])
         if names != self._last_tools or self.messages == "flat":
             self._last_tools = names
             attributes.update(self._tool_pairs(tools))
-        return self.span(LLM_SPAN_NAME, attributes)
+        return LateSpan(self._tracer, LLM_SPAN_NAME, attributes)
 
     def record_response(self, handle: SpanHandle, response: ModelResponse) -> None:
         """Put a model response on its LLM span."""
-        if handle.span is None:
+        if not handle.recording:
             return
         message = response.message
         usage = response.usage
+        content = bounded(message.content)
         attributes: dict[str, Any] = {
-            f"{LLM_OUTPUT_MESSAGES}.0.message.role": "assistant",
-            OUTPUT_VALUE: bounded(message.content),
+            OUTPUT_ROLE: "assistant",
+            OUTPUT_VALUE: content,
             OUTPUT_MIME_TYPE: MIME_TEXT,
             TOKENS_PROMPT: usage.prompt_tokens,
             TOKENS_COMPLETION: usage.completion_tokens,
             TOKENS_TOTAL: usage.prompt_tokens + usage.completion_tokens,
         }
-        if message.content:
-            attributes[f"{LLM_OUTPUT_MESSAGES}.0.message.content"] = bounded(message.content)
-        attributes.update(_call_pairs(f"{LLM_OUTPUT_MESSAGES}.0", message.tool_calls))
+        if content:
+            attributes[OUTPUT_CONTENT] = content
+        for position, call in enumerate(message.tool_calls):
+            id_key, name_key, arguments_key = _call_keys(OUTPUT_MESSAGE, position)
+            attributes[id_key] = call.id
+            attributes[name_key] = call.name
+            attributes[arguments_key] = bounded(call.arguments)
         if response.model_name:
             attributes[LLM_MODEL_NAME] = response.model_name
         if response.finish_reason:
@@ -246,7 +360,7 @@ class SessionTracing:
 
     def plan_change(self, iteration: int, plan: str, reason: str) -> None:
         """A CHAIN span for a plan change the harness made itself (no tool call behind it)."""
-        if not self.enabled:
+        if self._tracer is None:
             return
         attributes = {
             **self._base,
@@ -256,13 +370,15 @@ class SessionTracing:
             INPUT_VALUE: reason,
             INPUT_MIME_TYPE: MIME_TEXT,
         }
-        with self.span("plan", attributes):
+        with LateSpan(self._tracer, "plan", attributes):
             pass
 
-    def tool(self, iteration: int, call: ToolCall, schema: Mapping[str, Any] | None) -> Any:
-        """The TOOL span of one call (a context manager yielding a `SpanHandle`)."""
-        if not self.enabled:
-            return self.span("", {})
+    def tool(
+        self, iteration: int, call: ToolCall, schema: Mapping[str, Any] | None, *, nests: bool
+    ) -> SpanHandle:
+        """The TOOL span of one call; current while the tool runs if spans may `nest` in it."""
+        if self._tracer is None:
+            return NO_SPAN
         attributes: dict[str, Any] = {
             **self._base,
             SPAN_KIND: "TOOL",
@@ -274,7 +390,10 @@ class SessionTracing:
         }
         if schema is not None:
             attributes[TOOL_PARAMETERS] = self._schema_text(call.name, schema)
-        return self.span(f"tool.{call.name}", attributes)
+        name = f"tool.{call.name}"
+        if nests:
+            return CurrentSpan(self._tracer, name, attributes)
+        return LateSpan(self._tracer, name, attributes)
 
     def _schema_text(self, name: str, schema: Mapping[str, Any]) -> str:
         text = self._schemas.get(name)
@@ -293,21 +412,41 @@ class SessionTracing:
         self._messages[key] = (message, pairs)
         return pairs
 
+    def _input_json(self, messages: Sequence[Message]) -> str:
+        """`{"messages":[...]}`, serializing only the messages new since the previous call.
+
+        The leading system messages are rebuilt for every call (their texts are cached by
+        text); the rest usually extends the previous call's, whose texts are kept in order.
+        """
+        head = 0
+        for message in messages:
+            if not isinstance(message, SystemMessage):
+                break
+            head += 1
+        body = messages[head:]  # a copy: later changes to the caller's list do not reach it
+        seen = len(self._body)
+        if seen and body[:seen] == self._body:
+            self._body_json.extend(map(self._message_json, body[seen:]))
+        else:
+            self._body_json = list(map(self._message_json, body))
+        self._body = body
+        joined = ",".join([*map(self._system_json, messages[:head]), *self._body_json])
+        return f'{{"messages":[{joined}]}}'
+
+    def _system_json(self, message: Message) -> str:
+        # Rebuilt on every call, but mostly with the same text: cache by text, bounded.
+        text = self._system_texts.get(message.content)
+        if text is None:
+            if len(self._system_texts) > 16:
+                self._system_texts.clear()
+            text = self._system_texts[message.content] = encode_message(message)
+        return text
+
     def _message_json(self, message: Message) -> str:
-        if isinstance(message, SystemMessage):
-            # Rebuilt on every call, but mostly with the same text: cache by text, bounded.
-            text = self._system_json.get(message.content)
-            if text is None:
-                if len(self._system_json) > 16:
-                    self._system_json.clear()
-                text = json.dumps(_message_dict(message), ensure_ascii=False)
-                self._system_json[message.content] = text
-            return text
-        cached = self._json.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        text = json.dumps(_message_dict(message), ensure_ascii=False)
-        self._json[id(message)] = (message, text)
+        text = self._json.get(id(message))
+        if text is None:
+            text = self._json[id(message)] = encode_message(message)
+            self._kept.append(message)  # alive, so that its id is not reused
         return text
 
     def _tool_pairs(self, tools: Sequence[ToolDefinition]) -> Pairs:
@@ -321,21 +460,26 @@ class SessionTracing:
         return cached
 
 
-def _message_dict(message: Message) -> dict[str, Any]:
-    data: dict[str, Any] = {"role": message.role, "content": bounded(message.content)}
+def encode_message(message: Message) -> str:
+    """The message as `json.dumps(..., ensure_ascii=False)` writes its OpenAI-style dict.
+
+    Built with json's own string encoder: the same text, without setting up an encoder for
+    every message (which costs more than the message).
+    """
+    head = f'{{"role": {_quote(message.role)}, "content": {_quote(bounded(message.content))}'
     if isinstance(message, ToolMessage):
-        data["tool_call_id"] = message.tool_call_id
-        data["name"] = message.name
-    elif isinstance(message, AssistantMessage) and message.tool_calls:
-        data["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": bounded(c.arguments)},
-            }
-            for c in message.tool_calls
-        ]
-    return data
+        call_id, name = _quote(message.tool_call_id), _quote(message.name)
+        return f'{head}, "tool_call_id": {call_id}, "name": {name}}}'
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = ", ".join([_call_json(c) for c in message.tool_calls])
+        return f'{head}, "tool_calls": [{calls}]}}'
+    return head + "}"
+
+
+def _call_json(call: ToolCall) -> str:
+    name, arguments = _quote(call.name), _quote(bounded(call.arguments))
+    function = f'{{"name": {name}, "arguments": {arguments}}}'
+    return f'{{"id": {_quote(call.id)}, "type": "function", "function": {function}}}'
 
 
 def _tool_schema(definition: ToolDefinition) -> dict[str, Any]:
@@ -364,8 +508,14 @@ def _flatten(prefix: str, message: Message) -> Pairs:
 def _call_pairs(prefix: str, calls: Sequence[ToolCall]) -> list[tuple[str, Any]]:
     pairs: list[tuple[str, Any]] = []
     for j, call in enumerate(calls):
-        base = f"{prefix}.message.tool_calls.{j}.tool_call"
-        pairs.append((f"{base}.id", call.id))
-        pairs.append((f"{base}.function.name", call.name))
-        pairs.append((f"{base}.function.arguments", bounded(call.arguments)))
+        id_key, name_key, arguments_key = _call_keys(prefix, j)
+        pairs.append((id_key, call.id))
+        pairs.append((name_key, call.name))
+        pairs.append((arguments_key, bounded(call.arguments)))
     return pairs
+
+
+@functools.lru_cache(maxsize=1024)
+def _call_keys(prefix: str, position: int) -> tuple[str, str, str]:
+    base = f"{prefix}.message.tool_calls.{position}.tool_call"
+    return f"{base}.id", f"{base}.function.name", f"{base}.function.arguments"

@@ -4,8 +4,10 @@ A run is one turn of 20 tool calls (one per model response) and a final answer: 
 The models answer from a script, so a run's time is the loop's own cost. Each run is timed whole
 with `perf_counter_ns` inside one coroutine on one event loop (no event loop setup in the timing)
 and divided by the 21 model calls. The process's CPU time is taken alongside, to tell the loop's
-cost from time lost to other processes. Peak memory is measured in separate runs under
-`tracemalloc`, never while timing.
+cost from time lost to other processes. The cases take turns: the timed runs are spread over
+`ROUNDS` rounds that each run every case, so that the machine slowing down for a while (other
+processes, CPU frequency) slows every case alike and the rows stay comparable. Peak memory is
+measured in separate runs under `tracemalloc`, never while timing.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import gc
 import statistics
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Literal
 
@@ -33,12 +35,14 @@ REQUEST = "Look at the numbers."
 ANSWER = "The numbers add up."
 
 # Run counts keep `make bench` well under two minutes: pydantic-ai takes milliseconds per call.
-PLANGATE_RUNS = 200
+PLANGATE_RUNS = 400
 PYDANTIC_AI_RUNS = 30
-SPAN_BATCHES = 200
+SPAN_BATCHES = 400
 SPANS_PER_BATCH = 100
 WARMUP_RUNS = 5
 MEMORY_RUNS = 3
+ROUNDS = 10
+"""Rounds the timed runs are spread over; every case runs `runs / ROUNDS` times in each."""
 
 Unit = Literal["iteration", "span"]
 
@@ -53,6 +57,8 @@ class Result:
     """What the times are per: a model iteration, or one span."""
     median_us: float
     """Median µs per unit over the timed runs."""
+    min_us: float
+    """Fastest run's µs per unit: the least disturbed by other processes."""
     p90_us: float
     """90th percentile µs per unit."""
     cpu_median_us: float
@@ -67,6 +73,7 @@ class Result:
             "name": self.name,
             "unit": self.unit,
             "median_us": round(self.median_us, 1),
+            "min_us": round(self.min_us, 1),
             "p90_us": round(self.p90_us, 1),
             "cpu_median_us": round(self.cpu_median_us, 1),
             "peak_kib": round(self.peak_kib, 1),
@@ -96,30 +103,58 @@ class Case:
 
 async def measure(case: Case) -> Result:
     """Check one run, warm up, time `case.runs` runs, then measure peak memory separately."""
-    case.prepare()
-    case.check(await case.run())
-    for _ in range(WARMUP_RUNS):
+    (result,) = await measure_all([case])
+    return result
+
+
+async def measure_all(cases: Sequence[Case], rounds: int = ROUNDS) -> list[Result]:
+    """Check and warm up every case, then time them in turns over `rounds` rounds."""
+    for case in cases:
         case.prepare()
-        await case.run()
+        case.check(await case.run())
+        for _ in range(WARMUP_RUNS):
+            case.prepare()
+            await case.run()
     gc.collect()
-    wall: list[float] = []
-    cpu: list[float] = []
-    for _ in range(case.runs):
+    times: dict[str, Timings] = {case.name: Timings() for case in cases}
+    for round_index in range(rounds):
+        for case in cases:
+            share = case.runs // rounds + (round_index < case.runs % rounds)
+            await time_runs(case, share, times[case.name])
+    return [
+        Result(
+            name=case.name,
+            unit=case.unit,
+            median_us=statistics.median(times[case.name].wall),
+            min_us=min(times[case.name].wall),
+            p90_us=statistics.quantiles(times[case.name].wall, n=10)[-1],
+            cpu_median_us=statistics.median(times[case.name].cpu),
+            peak_kib=await peak_kib(case),
+            runs=case.runs,
+        )
+        for case in cases
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """The µs per unit of a case's timed runs so far."""
+
+    wall: list[float] = field(default_factory=list)
+    """Wall clock."""
+    cpu: list[float] = field(default_factory=list)
+    """Process CPU time."""
+
+
+async def time_runs(case: Case, count: int, times: Timings) -> None:
+    """Time `count` runs of `case`, each prepared outside the timing, into `times`."""
+    for _ in range(count):
         case.prepare()
         start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
         await case.run()
         end_cpu, end = time.process_time_ns(), time.perf_counter_ns()
-        wall.append((end - start) / case.per / 1000)
-        cpu.append((end_cpu - start_cpu) / case.per / 1000)
-    return Result(
-        name=case.name,
-        unit=case.unit,
-        median_us=statistics.median(wall),
-        p90_us=statistics.quantiles(wall, n=10)[-1],
-        cpu_median_us=statistics.median(cpu),
-        peak_kib=await peak_kib(case),
-        runs=case.runs,
-    )
+        times.wall.append((end - start) / case.per / 1000)
+        times.cpu.append((end_cpu - start_cpu) / case.per / 1000)
 
 
 async def peak_kib(case: Case) -> float:
@@ -326,5 +361,5 @@ def cases() -> list[Case]:
 
 
 async def run_all() -> list[Result]:
-    """Measure every case, one after the other, on the running event loop."""
-    return [await measure(case) for case in cases()]
+    """Measure every case, in turns, on the running event loop."""
+    return await measure_all(cases())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +13,18 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import ScriptedModel
+from harness import (
+    AssistantMessage,
+    FunctionModel,
+    Message,
+    ScriptedModel,
+    SessionTracing,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
 from tests.helpers import agent, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"
@@ -264,3 +276,96 @@ async def test_events_before_the_first_model_call_reach_the_agent_span() -> None
         == [e.kind for e in result.events]
         == ["planning_skipped", "stop"]
     )
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """A message as LLM spans have always written it (`input.value`), for comparison."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if isinstance(message, ToolMessage):
+        data["tool_call_id"] = message.tool_call_id
+        data["name"] = message.name
+    elif isinstance(message, AssistantMessage) and message.tool_calls:
+        data["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return data
+
+
+def input_value(messages: Sequence[Message]) -> str:
+    """An LLM span's `input.value` for these messages, as it has always been written."""
+    parts = [json.dumps(message_dict(m), ensure_ascii=False) for m in messages]
+    return '{"messages":[' + ",".join(parts) + "]}"
+
+
+async def test_input_value_is_exactly_the_json_of_what_the_model_was_sent() -> None:
+    # Plan changes rebuild the pinned plan message, the second turn starts from the history,
+    # and the request has characters JSON must escape: every call's text is still exact.
+    provider, exporter = provider_with_memory()
+    request = TWO_TASKS + ' — "both" \\ at once,\nplease\t\x01 ✓'
+    model = ScriptedModel(
+        [*script(), call("add", "a9", a=5, b=6), call("finish", "f9", summary="11")]
+    )
+    session = agent(model, tracer_provider=provider).session("s")
+    await session.run_turn(request)
+    await session.run_turn("Add 5 and 6")
+    model.assert_complete()
+    llm = [s for s in exporter.get_finished_spans() if s.name == "llm.call"]
+    assert len(llm) == len(model.requests) == 11
+    for span, seen in zip(llm, model.requests, strict=True):
+        assert (span.attributes or {})["input.value"] == input_value(seen.messages)
+
+
+async def test_llm_spans_cover_the_model_call_and_tool_spans_the_tool_run() -> None:
+    provider, exporter = provider_with_memory()
+    moments: dict[str, int] = {}
+
+    @tool
+    def stamp(label: str) -> str:
+        """Note when the tool ran.
+
+        Args:
+            label: What to call the moment.
+        """
+        moments[label] = time.time_ns()
+        return label
+
+    def answer(messages: Sequence[Message], tools: Sequence[ToolDefinition]) -> object:
+        moments[f"model-{len(moments)}"] = time.time_ns()
+        if len(moments) == 1:
+            return call("stamp", "s1", label="tool")
+        return "done"
+
+    await (
+        agent(FunctionModel(answer), "naive", tools=(stamp,), tracer_provider=provider)
+        .session("s")
+        .run_turn("Note the time.")
+    )
+    spans = exporter.get_finished_spans()
+    llm = [s for s in spans if s.name == "llm.call"]
+    (tool_span,) = [s for s in spans if s.name == "tool.stamp"]
+    for span, moment in zip(llm, [moments["model-0"], moments["model-2"]], strict=True):
+        assert (span.start_time or 0) <= moment <= (span.end_time or 0)
+    assert (tool_span.start_time or 0) <= moments["tool"] <= (tool_span.end_time or 0)
+    assert (llm[0].end_time or 0) <= (tool_span.start_time or 0)
+    assert (tool_span.end_time or 0) <= (llm[1].start_time or 0)
+
+
+def test_input_value_follows_contexts_that_do_not_extend_the_previous_one() -> None:
+    provider, exporter = provider_with_memory()
+    tracing = SessionTracing(provider, session_id="s", user_id="u", metadata={})
+    system, request = SystemMessage(content="Be brief."), UserMessage(content="a")
+    reply = AssistantMessage(content="b")
+    contexts: list[list[Message]] = [
+        [system, request],
+        [system, SystemMessage(content="# Plan"), request, reply],  # extends it
+        [system, UserMessage(content="a"), AssistantMessage(content="b"), request],  # equal values
+        [SystemMessage(content="Summarize."), UserMessage(content="a b")],  # a side request
+        [system, request],
+        [],
+    ]
+    for context in contexts:
+        with tracing.llm(1, context, (), "m"):
+            pass
+    values = [(s.attributes or {})["input.value"] for s in exporter.get_finished_spans()]
+    assert values == [input_value(context) for context in contexts]
