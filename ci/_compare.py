@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ci._gate import gate_cases, pass_rate, replay_scores, runs_from_scores
+from ci._gate import gate_cases, gate_rubrics, pass_rate, replay_scores, runs_from_scores
 from ci._gate_file import GateFile, Side
 from ci._stats import Interval, mcnemar_exact, paired_bootstrap
 from evaluators import RubricSet, pass_hat_k
@@ -57,12 +57,10 @@ class Comparison:
 
 async def compare(gate: GateFile, variants: Sequence[str], *, model: str, tools: str) -> Comparison:
     """Replay the gate's cases with each variant (the gate file gives datasets and evaluators)."""
-    from ci._gate import gate_rubrics
-
     datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
     cases = gate_cases(gate, datasets)
     names = list(gate.evaluators)
-    rubrics: RubricSet = gate_rubrics(gate)
+    rubrics: RubricSet = gate_rubrics(gate, datasets)
     per_variant = {}
     for variant in variants:
         side = Side(variant=variant, model=model, tools=tools)

@@ -92,10 +92,15 @@ def _rubrics(path: str | None) -> RubricSet | None:
 
 def dataset_rubrics(path: str) -> RubricSet:
     """The per-turn rubrics of a golden dataset folder (its turns' `rubric` column)."""
-    from evaluators import RubricSet, rubric_from_dict
     from replay import read_dataset
 
-    dataset = read_dataset(path)
+    return turn_rubrics(read_dataset(path), path)
+
+
+def turn_rubrics(dataset: Any, path: str) -> RubricSet:
+    """The per-turn rubrics of a golden dataset already read (`path` names it in errors)."""
+    from evaluators import RubricSet, rubric_from_dict
+
     turns = {
         (row["session_id"], row["turn_index"]): rubric_from_dict(
             json.loads(row["rubric"]),

@@ -176,7 +176,7 @@ class Verdict:
 async def run_gate(gate: GateFile, *, phoenix: PhoenixExport | None = None) -> Verdict:
     """Replay (or read), evaluate and compare; the whole gate (replayed spans also to `phoenix`)."""
     datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
-    rubrics = gate_rubrics(gate)
+    rubrics = gate_rubrics(gate, datasets)
     cases = gate_cases(gate, datasets)
     names = list(gate.evaluators)
     k = gate.repeats
@@ -213,12 +213,16 @@ async def run_gate(gate: GateFile, *, phoenix: PhoenixExport | None = None) -> V
     )
 
 
-def gate_rubrics(gate: GateFile) -> RubricSet:
-    """The rubrics of every golden turn in the gate's datasets."""
-    from ci._eval_cli import dataset_rubrics
+def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:
+    """The rubrics of every golden turn in the gate's datasets (read once, by the caller)."""
+    from ci._eval_cli import turn_rubrics
 
     return RubricSet(
-        turns={k: v for s in gate.datasets for k, v in dataset_rubrics(str(s.path)).turns.items()}
+        turns={
+            key: rubric
+            for s in gate.datasets
+            for key, rubric in turn_rubrics(datasets[s.path.name], str(s.path)).turns.items()
+        }
     )
 
 

@@ -115,14 +115,14 @@ def run_experiment(
         name: The experiment's name (default: `variant · model`).
         timeout: Seconds one task may take.
     """
-    from ci._eval_cli import dataset_rubrics
+    from ci._eval_cli import turn_rubrics
     from evaluators import evaluators as registered
     from replay import read_dataset
 
     golden = read_dataset(dataset_path)
     names = _evaluator_names(evaluators, sorted(registered()))
     _check_options(golden, variant, model)
-    rubrics = dataset_rubrics(str(dataset_path))
+    rubrics = turn_rubrics(golden, str(dataset_path))
     title = name or f"{variant} · {model}"
     with phoenix_errors(client, f"running experiment {title!r}"):
         dataset = _phoenix_dataset(client, phoenix_dataset)
