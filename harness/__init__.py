@@ -47,7 +47,16 @@ from harness._store import SavedSession, SessionStore, StoreError
 from harness._subagents import Subagents
 from harness._todo import TodoList, todo_tools
 from harness._tokens import count_message_tokens, count_tokens
-from harness._tools import Tool, ToolResult, ToolRetry, render_result, run_tool, tool, validate
+from harness._tools import (
+    Tool,
+    ToolResult,
+    ToolRetry,
+    compile_schema,
+    render_result,
+    run_tool,
+    tool,
+    validate,
+)
 from harness._tracing import SessionTracing
 from harness._trigger import needs_plan, split_tasks
 from harness._turn import Event, EventKind, StopReason, ToolCallRecord, Turn, TurnResult
@@ -139,6 +148,7 @@ __all__ = [
     "builtin_variants",
     "call_key",
     "call_runs",
+    "compile_schema",
     "canonical_arguments_text",
     "canonical_json",
     "count_message_tokens",

@@ -36,8 +36,10 @@ from harness._messages import (
     ToolMessage,
     UserMessage,
     canonical_arguments_text,
+    canonical_json,
     message_from_dict,
     message_to_dict,
+    parse_object,
 )
 from harness._model import Model, ModelError
 from harness._plan import (
@@ -384,7 +386,12 @@ class Session:
 
     async def _run_call(self, turn: Turn, call: ToolCall) -> Stop | None:
         guards = self.agent.variant.guards
-        arguments = canonical_arguments_text(call.arguments)
+        parsed = parse_object(call.arguments)  # once: for the key here, for the tool below
+        arguments = (
+            canonical_json(parsed)
+            if parsed is not None
+            else canonical_arguments_text(call.arguments)
+        )
         key = call_key(call.name, arguments)
         turn.keys.append(key)
         repeats = trailing_run(turn.keys[-guards.loop_stop_after :]) if guards.loop_guard else 0
@@ -398,7 +405,7 @@ class Session:
         schema = found.parameters if found is not None else None
         nests = found is not None and found.is_async  # delegate's subagent spans nest in it
         with self.tracing.tool(turn.iteration, call, schema, nests=nests) as span:
-            result = await run_tool(call, turn.offered)
+            result = await run_tool(call, turn.offered, parsed)
             content = self._annotate(turn, result, key, repeats, span)
         self._record(turn, call, result.status, content, arguments)
         self._save()

@@ -1,9 +1,12 @@
 """The loop detector: runs of identical consecutive tool calls.
 
-One function, `call_runs`, serves the harness's loop guard (on the calls of the running turn)
-and the `tool_call_loops` evaluator (on every call of a whole trace table at once, with turn
-boundaries given as `groups`). It is vectorized: comparing neighbours of an already canonical
-key column is cheap, which is why keys are canonicalized once, when a call is recorded.
+One function, `call_runs`, serves the `tool_call_loops` evaluator (on every call of a whole
+trace table at once, with turn boundaries given as `groups`). It is vectorized: comparing
+neighbours of an already canonical key column is cheap, which is why keys are canonicalized
+once, when a call is recorded. The harness's loop guard asks one question of the running
+turn after every call, how long is the run that ends here, and `trailing_run` answers it by
+walking back over a few keys: `call_runs`' last run, without building arrays for it (tested
+to agree).
 
 Calls are compared by `call_key`: tool name plus canonical arguments; call ids are ignored,
 since some agents reuse one id for every repeat.
@@ -81,5 +84,9 @@ def identical_runs(keys: Sequence[str], min_length: int = 2) -> list[CallRun]:
 
 def trailing_run(keys: Sequence[str]) -> int:
     """Length of the run of identical calls that ends the sequence (0 when empty)."""
-    runs = call_runs(keys)
-    return int(runs.lengths[-1]) if len(runs.lengths) else 0
+    length = 0
+    for key in reversed(keys):
+        if key != keys[-1]:
+            break
+        length += 1
+    return length

@@ -6,14 +6,26 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 def canonical_json(value: Any) -> str:
     """Serialize `value` as canonical JSON: sorted keys, no spaces, UTF-8 kept as is.
 
     Two calls with the same arguments in a different key order get the same text, which is
-    what loop detection compares.
+    what loop detection compares. One encoder serves every call (`json.dumps` with options
+    builds a new one each time, which costs more than encoding a call's arguments).
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
+
+
+def parse_object(text: str) -> dict[str, Any] | None:
+    """Arguments text parsed, when it is a JSON object (empty text is `{}`); None otherwise."""
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def canonical_arguments_text(text: str) -> str:

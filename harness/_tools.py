@@ -8,13 +8,14 @@ run goes on.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 from harness._messages import ToolCall, ToolDefinition, canonical_json
@@ -40,13 +41,18 @@ class Tool:
     """The implementation; sync or async; called with keyword arguments."""
     is_async: bool
     """Whether `function` must be awaited."""
+    definition: ToolDefinition = field(init=False, repr=False, compare=False)
+    """What the model is told about this tool (made once: it is offered on every model call)."""
+    accepts: Callable[[Any], bool] = field(init=False, repr=False, compare=False)
+    """Whether arguments are valid under `parameters`: `validate` without the messages,
+    compiled when the tool is made (`validate` runs only to explain a refusal)."""
 
-    @property
-    def definition(self) -> ToolDefinition:
-        """What the model is told about this tool."""
-        return ToolDefinition(
+    def __post_init__(self) -> None:
+        definition = ToolDefinition(
             name=self.name, description=self.description, parameters=self.parameters
         )
+        object.__setattr__(self, "definition", definition)
+        object.__setattr__(self, "accepts", compile_schema(self.parameters))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,6 +302,57 @@ def _validate_object(schema: Mapping[str, Any], value: dict[str, Any], path: str
     return problems
 
 
+Check = Callable[[Any], bool]
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Check:
+    """A function that says whether `validate(schema, value)` finds no problem, and is fast.
+
+    `validate` interprets the schema and names every problem; a tool runs far more often
+    with valid arguments than not, so this answers the yes-or-no question from checks built
+    once. The two must agree on every schema and value (a property test holds them to it).
+    """
+    if "anyOf" in schema:
+        options = [compile_schema(option) for option in schema["anyOf"]]
+        return lambda value: any(option(value) for option in options)
+    if "enum" in schema:
+        allowed = list(schema["enum"])
+        return lambda value: any(value == v and type(value) is type(v) for v in allowed)
+    expected = schema.get("type")
+    if expected == "array" and "items" in schema:
+        item = compile_schema(schema["items"])
+        return lambda value: isinstance(value, list) and all(item(v) for v in value)
+    if expected == "object":
+        return _compile_object(schema)
+    if expected is None:
+        return lambda value: True
+    return functools.partial(_is_type, expected=expected)
+
+
+def _compile_object(schema: Mapping[str, Any]) -> Check:
+    properties = {key: compile_schema(s) for key, s in schema.get("properties", {}).items()}
+    required = tuple(schema.get("required", ()))
+    extra = schema.get("additionalProperties", True)
+    rest = compile_schema(extra) if isinstance(extra, Mapping) else None
+
+    def check(value: Any) -> bool:
+        if not isinstance(value, dict):
+            return False
+        for key in required:
+            if key not in value:
+                return False
+        for key, item in value.items():
+            known = properties.get(key)
+            if known is not None:
+                if not known(item):
+                    return False
+            elif extra is False or (rest is not None and not rest(item)):
+                return False
+        return True
+
+    return check
+
+
 def _is_type(value: Any, expected: str) -> bool:
     if isinstance(value, bool) and expected in ("integer", "number"):
         return False
@@ -313,26 +370,35 @@ def render_result(value: Any) -> str:
     return canonical_json(value)
 
 
-async def run_tool(call: ToolCall, tools: Mapping[str, Tool]) -> ToolResult:
-    """Run one call; every mistake the model can fix becomes an error result, never a raise."""
+async def run_tool(
+    call: ToolCall, tools: Mapping[str, Tool], parsed: dict[str, Any] | None = None
+) -> ToolResult:
+    """Run one call; every mistake the model can fix becomes an error result, never a raise.
+
+    `parsed` is the call's arguments object when the caller has parsed it already (the loop
+    does, for the loop guard's key); without it the arguments text is parsed here.
+    """
     found = tools.get(call.name)
     if found is None:
         names = ", ".join(sorted(tools)) or "none"
         return _error(
             call, None, f"Unknown tool {call.name!r}. Available tools: {names}. Call one of them."
         )
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return _error(
-            call,
-            None,
-            f"The arguments of {call.name!r} are not valid JSON ({exc.msg} at "
-            f"position {exc.pos}). Send a JSON object that matches the tool's schema.",
-        )
+    if parsed is not None:
+        arguments: Any = parsed
+    else:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return _error(
+                call,
+                None,
+                f"The arguments of {call.name!r} are not valid JSON ({exc.msg} at "
+                f"position {exc.pos}). Send a JSON object that matches the tool's schema.",
+            )
     if not isinstance(arguments, dict):
         return _error(call, None, f"The arguments of {call.name!r} must be a JSON object.")
-    problems = validate(found.parameters, arguments)
+    problems = [] if found.accepts(arguments) else validate(found.parameters, arguments)
     if problems:
         listed = "; ".join(problems)
         return _error(

@@ -339,13 +339,13 @@ class SessionTracing:
         content = bounded(message.content)
         attributes: dict[str, Any] = {
             OUTPUT_ROLE: "assistant",
-            OUTPUT_VALUE: content,
-            OUTPUT_MIME_TYPE: MIME_TEXT,
             TOKENS_PROMPT: usage.prompt_tokens,
             TOKENS_COMPLETION: usage.completion_tokens,
             TOKENS_TOTAL: usage.prompt_tokens + usage.completion_tokens,
         }
-        if content:
+        if content:  # a reply of tool calls only has no text: no empty output attributes
+            attributes[OUTPUT_VALUE] = content
+            attributes[OUTPUT_MIME_TYPE] = MIME_TEXT
             attributes[OUTPUT_CONTENT] = content
         for position, call in enumerate(message.tool_calls):
             id_key, name_key, arguments_key = _call_keys(OUTPUT_MESSAGE, position)

@@ -6,8 +6,15 @@ with `perf_counter_ns` inside one coroutine on one event loop (no event loop set
 and divided by the 21 model calls. The process's CPU time is taken alongside, to tell the loop's
 cost from time lost to other processes. The cases take turns: the timed runs are spread over
 `ROUNDS` rounds that each run every case, so that the machine slowing down for a while (other
-processes, CPU frequency) slows every case alike and the rows stay comparable. Peak memory is
-measured in separate runs under `tracemalloc`, never while timing.
+processes, CPU frequency, a busy neighbour on the host) slows every case alike and the rows stay
+comparable. Peak memory is measured in separate runs under `tracemalloc`, never while timing.
+
+On a shared virtual machine the same code can take 1.5 times as long from one minute to the
+next, and the process's CPU time slows with it (the guest cannot see the host taking the CPU).
+So each row is also given in SDK spans: in every round, its median over the median time of one
+OpenTelemetry SDK span measured in the same round, then the median over rounds. That ratio holds
+still when the machine's speed does not, and times it by a reference machine's span time says
+what the row would take there (the issue's reference: about 27 µs per span).
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ SPAN_BATCHES = 400
 SPANS_PER_BATCH = 100
 WARMUP_RUNS = 5
 MEMORY_RUNS = 3
-ROUNDS = 10
+ROUNDS = 20
 """Rounds the timed runs are spread over; every case runs `runs / ROUNDS` times in each."""
+REFERENCE_SPAN_US = 27.0
+"""The OpenTelemetry SDK's time per span on the reference machine the target was set on."""
 
 Unit = Literal["iteration", "span"]
 
@@ -63,10 +72,18 @@ class Result:
     """90th percentile µs per unit."""
     cpu_median_us: float
     """Median CPU µs per unit (all threads of the process: pydantic-ai runs tools in a thread)."""
+    spans: float | None
+    """Median over rounds of the round's median time over that round's median SDK span time;
+    None without the span case."""
     peak_kib: float
     """Peak traced memory of one run (per span for the span row), KiB, median of a few runs."""
     runs: int
     """Timed runs."""
+
+    @property
+    def at_reference(self) -> float:
+        """µs per unit on the reference machine: `spans` times its span time."""
+        return (self.spans or 0.0) * REFERENCE_SPAN_US
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +93,8 @@ class Result:
             "min_us": round(self.min_us, 1),
             "p90_us": round(self.p90_us, 1),
             "cpu_median_us": round(self.cpu_median_us, 1),
+            "sdk_spans": None if self.spans is None else round(self.spans, 2),
+            "us_at_reference_span": None if self.spans is None else round(self.at_reference, 1),
             "peak_kib": round(self.peak_kib, 1),
             "runs": self.runs,
         }
@@ -121,6 +140,9 @@ async def measure_all(cases: Sequence[Case], rounds: int = ROUNDS) -> list[Resul
         for case in cases:
             share = case.runs // rounds + (round_index < case.runs % rounds)
             await time_runs(case, share, times[case.name])
+            timings = times[case.name]
+            timings.rounds.append(statistics.median(timings.wall[-share:]))
+    span = next((times[case.name].rounds for case in cases if case.unit == "span"), None)
     return [
         Result(
             name=case.name,
@@ -129,11 +151,17 @@ async def measure_all(cases: Sequence[Case], rounds: int = ROUNDS) -> list[Resul
             min_us=min(times[case.name].wall),
             p90_us=statistics.quantiles(times[case.name].wall, n=10)[-1],
             cpu_median_us=statistics.median(times[case.name].cpu),
+            spans=None if span is None else in_spans(times[case.name].rounds, span),
             peak_kib=await peak_kib(case),
             runs=case.runs,
         )
         for case in cases
     ]
+
+
+def in_spans(rounds: Sequence[float], span_rounds: Sequence[float]) -> float:
+    """Median over rounds of a case's round median over the same round's span median."""
+    return statistics.median([t / s for t, s in zip(rounds, span_rounds, strict=True)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +172,8 @@ class Timings:
     """Wall clock."""
     cpu: list[float] = field(default_factory=list)
     """Process CPU time."""
+    rounds: list[float] = field(default_factory=list)
+    """The median wall clock of each round."""
 
 
 async def time_runs(case: Case, count: int, times: Timings) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import Tool, ToolCall, ToolRetry, run_tool, tool, validate
+from harness import Tool, ToolCall, ToolRetry, compile_schema, run_tool, tool, validate
 from harness._tools import parse_docstring, type_schema
 
 
@@ -472,6 +472,61 @@ def test_validate_accepts_generated_values_for_a_real_tool_schema(data: st.DataO
     # Arrays of TypedDicts, `anyOf` with null, and a `dict[str, int]`, as `@tool` builds them.
     value = data.draw(values_for(plan.parameters))
     assert validate(plan.parameters, value) == []
+
+
+# --- compile_schema agrees with validate ---------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 3),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(alphabet="abcdefgh_", max_size=3),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(NAMES, inner, max_size=3)),
+    max_leaves=8,
+)
+ANY_SCHEMA = st.recursive(
+    st.one_of(
+        LEAVES,
+        st.just({}),
+        st.sampled_from([{"type": "null"}, {"type": "array"}, {"type": "object"}]),
+    ),
+    lambda inner: st.one_of(
+        st.builds(lambda items: {"type": "array", "items": items}, inner),
+        st.builds(lambda options: {"anyOf": options}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(
+            lambda props, required, extra: {
+                "type": "object",
+                "properties": props,
+                "required": sorted(set(required)),
+                "additionalProperties": extra,
+            },
+            st.dictionaries(NAMES, inner, max_size=3),
+            st.lists(NAMES, max_size=3),
+            st.one_of(st.booleans(), inner),
+        ),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(schema=ANY_SCHEMA, value=JSON_VALUES)
+def test_compiled_schema_accepts_exactly_what_validate_finds_no_problem_in(
+    schema: dict[str, Any], value: Any
+) -> None:
+    assert compile_schema(schema)(value) == (validate(schema, value) == [])
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_compiled_schema_accepts_values_generated_from_it(data: st.DataObject) -> None:
+    schema = data.draw(object_schemas())
+    value = data.draw(values_for(schema))
+    assert compile_schema(schema)(value)
+    assert plan.accepts(data.draw(values_for(plan.parameters)))
 
 
 # --- run_tool ------------------------------------------------------------------------------
