@@ -52,7 +52,7 @@ class Tool:
             name=self.name, description=self.description, parameters=self.parameters
         )
         object.__setattr__(self, "definition", definition)
-        object.__setattr__(self, "accepts", compile_schema(self.parameters))
+        object.__setattr__(self, "accepts", _compiled(self.parameters))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,6 +303,22 @@ def _validate_object(schema: Mapping[str, Any], value: dict[str, Any], path: str
 
 
 Check = Callable[[Any], bool]
+
+_CHECKS: dict[int, tuple[Mapping[str, Any], Check]] = {}
+
+
+def _compiled(schema: Mapping[str, Any]) -> Check:
+    """`compile_schema`, once per schema object.
+
+    The tools made for every session (plan tools, `finish`) share their schema object through
+    `_described_schema`, so a session does not compile them again.
+    """
+    cached = _CHECKS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_CHECKS) >= 1024:
+            _CHECKS.clear()
+        cached = _CHECKS[id(schema)] = (schema, compile_schema(schema))
+    return cached[1]
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Check:
