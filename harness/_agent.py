@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -471,6 +472,11 @@ class Session:
     # -- finish, its gate, and plan approval --------------------------------------------------
 
     def _finish_tool(self) -> Tool:
+        # A weak reference: the session holds the tool, and a tool holding the session back
+        # would keep a finished session and its messages alive until the garbage collector
+        # looks for cycles, instead of freeing them when the caller lets go.
+        session = weakref.ref(self)
+
         @tool
         def finish(summary: str) -> str:
             """End the turn. Call it once every plan item is completed (or blocked with a reason).
@@ -478,8 +484,9 @@ class Session:
             Args:
                 summary: What was done, and what remains (the answer the user sees).
             """
-            assert self._turn is not None, "finish called outside a turn"
-            return self._on_finish(self._turn, summary)
+            current = session()
+            assert current is not None and current._turn is not None, "finish outside a turn"
+            return current._on_finish(current._turn, summary)
 
         return finish
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 
 import pytest
 
@@ -16,7 +18,9 @@ from harness import (
     ToolMessage,
     UnexpectedModelCall,
     UserMessage,
+    get_domain,
     load_variant,
+    model_from_spec,
 )
 from tests.helpers import WORK_TOOLS, agent, call, run
 
@@ -386,3 +390,25 @@ async def test_turn_result_json_has_the_documented_keys() -> None:
         "iteration": 3,
     }
     assert isinstance(result.messages[1], AssistantMessage)
+
+
+@pytest.mark.parametrize("variant", ["naive", "todo-basic", "alyx", "harness-plan"])
+async def test_a_finished_session_is_freed_as_soon_as_it_is_dropped(variant: str) -> None:
+    # No reference cycle through the session (its `finish` tool once held it): replaying a
+    # dataset makes thousands of sessions, and each must go with its messages when dropped,
+    # not wait for the garbage collector.
+    domain = get_domain("observability")
+    model = model_from_spec("sim:diligent", domain=domain)
+    built = Agent(model=model, variant=load_variant(variant), tools=domain.make_tools)
+    session = built.session("dropped")
+    result = await session.run_turn(
+        "Sort the LLM spans by latency, identify the bottlenecks, and write a latency report."
+    )
+    assert result.stop_reason == "finished" and len(result.tool_calls) >= 3
+    gone = weakref.ref(session)
+    gc.disable()
+    try:
+        del session
+        assert gone() is None
+    finally:
+        gc.enable()
