@@ -8,6 +8,7 @@ violation is a `ToolRetry` whose message says how to fix the call.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
 from harness._plan import PlanItem, PlanStatus, render_plan
@@ -144,10 +145,33 @@ def todo_tools(plan: TodoList, *, show_plan: bool) -> list[Tool]:
         """Show the todo list with every item's status."""
         return render_plan(plan.items(), statuses=plan.statuses)
 
-    write = dataclasses.replace(
-        todo_write, parameters=_restrict_items(todo_write.parameters, plan.statuses)
-    )
-    return [write, _restrict_status(todo_update, ALLOWED[plan.statuses]), todo_read]
+    items = _restricted(_restrict_items, todo_write.parameters, plan.statuses)
+    status = _restricted(_restrict_status, todo_update.parameters, plan.statuses)
+    return [
+        dataclasses.replace(todo_write, parameters=items),
+        dataclasses.replace(todo_update, parameters=status),
+        todo_read,
+    ]
+
+
+_RESTRICTED: dict[tuple[object, int, StatusSet], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _restricted(
+    restrict: Callable[[dict[str, Any], StatusSet], dict[str, Any]],
+    schema: dict[str, Any],
+    statuses: StatusSet,
+) -> dict[str, Any]:
+    """`restrict(schema, statuses)`, made once per schema object and status set.
+
+    Every session's todo tools then share their schemas (and the checks compiled from them)
+    instead of building them again.
+    """
+    key = (restrict, id(schema), statuses)
+    cached = _RESTRICTED.get(key)
+    if cached is None or cached[0] is not schema:
+        cached = _RESTRICTED[key] = (schema, restrict(schema, statuses))
+    return cached[1]
 
 
 def _restrict_items(schema: dict[str, Any], statuses: StatusSet) -> dict[str, Any]:
@@ -166,10 +190,11 @@ def _restrict_items(schema: dict[str, Any], statuses: StatusSet) -> dict[str, An
     return {**schema, "properties": {**schema["properties"], "todos": todos}}
 
 
-def _restrict_status(update: Tool, allowed: tuple[str, ...]) -> Tool:
-    props = dict(update.parameters["properties"])
+def _restrict_status(schema: dict[str, Any], statuses: StatusSet) -> dict[str, Any]:
+    allowed = ALLOWED[statuses]
+    props = dict(schema["properties"])
     props["status"] = {**props["status"], "enum": list(allowed)}
     props["status"].pop("type", None)
     if "blocked" not in allowed:
         props.pop("reason")
-    return dataclasses.replace(update, parameters={**update.parameters, "properties": props})
+    return {**schema, "properties": props}
