@@ -141,7 +141,12 @@ class Session:
         self.turns = 0
         self.plan = make_plan(agent.variant.plan)
         self._work_tools = list(agent.tools())
-        self._plan_tools = plan_tools(self.plan, agent.variant.plan, self._propose)
+        # The session holds its tools, so they hold it weakly: a tool holding it back would keep
+        # a dropped session and its messages alive until the garbage collector looks for cycles.
+        this = weakref.ref(self)
+        self._plan_tools = plan_tools(
+            self.plan, agent.variant.plan, lambda steps: _alive(this)._propose(steps)
+        )
         self._finish = self._finish_tool()
         self.tracing = SessionTracing(
             agent.tracer_provider,
@@ -472,10 +477,7 @@ class Session:
     # -- finish, its gate, and plan approval --------------------------------------------------
 
     def _finish_tool(self) -> Tool:
-        # A weak reference: the session holds the tool, and a tool holding the session back
-        # would keep a finished session and its messages alive until the garbage collector
-        # looks for cycles, instead of freeing them when the caller lets go.
-        session = weakref.ref(self)
+        this = weakref.ref(self)  # held weakly, as the plan tools hold it
 
         @tool
         def finish(summary: str) -> str:
@@ -484,9 +486,9 @@ class Session:
             Args:
                 summary: What was done, and what remains (the answer the user sees).
             """
-            current = session()
-            assert current is not None and current._turn is not None, "finish outside a turn"
-            return current._on_finish(current._turn, summary)
+            session = _alive(this)
+            assert session._turn is not None, "finish called outside a turn"
+            return session._on_finish(session._turn, summary)
 
         return finish
 
@@ -632,3 +634,11 @@ class Session:
                 variant=self.agent.variant.name,
                 user_id=self.user_id,
             )
+
+
+def _alive(session: weakref.ref[Session]) -> Session:
+    """The session a tool belongs to, which the tool holds weakly (the session holds the tool)."""
+    found = session()
+    if found is None:
+        raise RuntimeError("the session this tool belongs to is gone")
+    return found

@@ -14,6 +14,7 @@ save and load what the feature keeps, with the session.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,17 @@ class Feature:
     """Key of the feature's saved state."""
 
     def __init__(self, session: Session) -> None:
-        self.session = session
+        # Weakly: the session holds its features, and a feature holding it back would keep a
+        # dropped session and its messages alive until the garbage collector looks for cycles.
+        self._session = weakref.ref(session)
+
+    @property
+    def session(self) -> Session:
+        """The session this feature belongs to."""
+        session = self._session()
+        if session is None:
+            raise RuntimeError(f"the session of the {self.name} feature is gone")
+        return session
 
     def tools(self, turn: Turn) -> Sequence[Tool]:
         """Tools this feature offers on the turn's model calls."""

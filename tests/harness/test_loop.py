@@ -392,7 +392,10 @@ async def test_turn_result_json_has_the_documented_keys() -> None:
     assert isinstance(result.messages[1], AssistantMessage)
 
 
-@pytest.mark.parametrize("variant", ["naive", "todo-basic", "alyx", "harness-plan"])
+@pytest.mark.parametrize(
+    "variant",
+    ["naive", "todo-basic", "alyx", "harness-plan", "alyx-context", "flux", "flux-review"],
+)
 async def test_a_finished_session_is_freed_as_soon_as_it_is_dropped(variant: str) -> None:
     # No reference cycle through the session (its `finish` tool once held it): replaying a
     # dataset makes thousands of sessions, and each must go with its messages when dropped,
@@ -404,6 +407,8 @@ async def test_a_finished_session_is_freed_as_soon_as_it_is_dropped(variant: str
     result = await session.run_turn(
         "Sort the LLM spans by latency, identify the bottlenecks, and write a latency report."
     )
+    if result.stop_reason == "awaiting_approval":  # flux-review: a reviewer approves the plan
+        result = await session.approve()
     assert result.stop_reason == "finished" and len(result.tool_calls) >= 3
     gone = weakref.ref(session)
     gc.disable()
