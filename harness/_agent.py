@@ -24,7 +24,7 @@ from harness import _context as prompts
 from harness._dialects import make_plan, plan_tools
 from harness._errors import PlangateError
 from harness._feature_set import build_features
-from harness._features import Feature
+from harness._features import Feature, alive
 from harness._harness_plan import HarnessPlan
 from harness._loops import call_key, trailing_run
 from harness._messages import (
@@ -145,9 +145,9 @@ class Session:
         # a dropped session and its messages alive until the garbage collector looks for cycles.
         this = weakref.ref(self)
         self._plan_tools = plan_tools(
-            self.plan, agent.variant.plan, lambda steps: _alive(this)._propose(steps)
+            self.plan, agent.variant.plan, lambda steps: alive(this)._propose(steps)
         )
-        self._finish = self._finish_tool()
+        self._finish = self._finish_tool(this)
         self.tracing = SessionTracing(
             agent.tracer_provider,
             session_id=session_id,
@@ -476,9 +476,8 @@ class Session:
 
     # -- finish, its gate, and plan approval --------------------------------------------------
 
-    def _finish_tool(self) -> Tool:
-        this = weakref.ref(self)  # held weakly, as the plan tools hold it
-
+    @staticmethod
+    def _finish_tool(this: weakref.ref[Session]) -> Tool:
         @tool
         def finish(summary: str) -> str:
             """End the turn. Call it once every plan item is completed (or blocked with a reason).
@@ -486,7 +485,7 @@ class Session:
             Args:
                 summary: What was done, and what remains (the answer the user sees).
             """
-            session = _alive(this)
+            session = alive(this)
             assert session._turn is not None, "finish called outside a turn"
             return session._on_finish(session._turn, summary)
 
@@ -634,11 +633,3 @@ class Session:
                 variant=self.agent.variant.name,
                 user_id=self.user_id,
             )
-
-
-def _alive(session: weakref.ref[Session]) -> Session:
-    """The session a tool belongs to, which the tool holds weakly (the session holds the tool)."""
-    found = session()
-    if found is None:
-        raise RuntimeError("the session this tool belongs to is gone")
-    return found

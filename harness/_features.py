@@ -40,10 +40,7 @@ class Feature:
     @property
     def session(self) -> Session:
         """The session this feature belongs to."""
-        session = self._session()
-        if session is None:
-            raise RuntimeError(f"the session of the {self.name} feature is gone")
-        return session
+        return alive(self._session)
 
     def tools(self, turn: Turn) -> Sequence[Tool]:
         """Tools this feature offers on the turn's model calls."""
@@ -73,3 +70,11 @@ class Feature:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load what `state()` saved."""
+
+
+def alive(session: weakref.ref[Session]) -> Session:
+    """The session behind a weak reference that its own features and tools hold."""
+    found = session()
+    if found is None:
+        raise RuntimeError("the session is gone")
+    return found
