@@ -327,7 +327,7 @@ class SessionTracing:
         names = tuple([t.name for t in tools])
         if names != self._last_tools or self.messages == "flat":
             self._last_tools = names
-            attributes.update(self._tool_pairs(tools))
+            attributes.update(self._tool_pairs(names, tools))
         return LateSpan(self._tracer, LLM_SPAN_NAME, attributes)
 
     def record_response(self, handle: SpanHandle, response: ModelResponse) -> None:
@@ -449,8 +449,7 @@ class SessionTracing:
             self._kept.append(message)  # alive, so that its id is not reused
         return text
 
-    def _tool_pairs(self, tools: Sequence[ToolDefinition]) -> Pairs:
-        names = tuple(t.name for t in tools)
+    def _tool_pairs(self, names: tuple[str, ...], tools: Sequence[ToolDefinition]) -> Pairs:
         cached = self._tools.get(names)
         if cached is None:
             cached = self._tools[names] = tuple(
