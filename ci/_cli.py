@@ -19,7 +19,7 @@ from ci._gate_cli import add_commands as add_gate_commands
 from ci._gate_cli import run_compare_command, run_gate_command
 from ci._phoenix_cli import add_commands as add_phoenix_commands
 from ci._phoenix_cli import run_phoenix
-from ci._phoenix_export import add_phoenix_options, close_export, open_export, with_export
+from ci._phoenix_export import add_phoenix_options, exporting, with_export
 from ci._runs_cli import add_commands as add_run_commands
 from ci._runs_cli import run_plan, run_resume, run_runs
 from ci._telemetry import telemetry
@@ -140,27 +140,26 @@ def _run(args: argparse.Namespace) -> int:
     domain = get_domain(args.domain)
     model = model_from_spec(args.model, domain=domain, seed=args.seed)
     wiring = telemetry("otlp", endpoint=args.otlp) if args.otlp else telemetry("none")
-    export = open_export(args)
-    agent = Agent(
-        model=model,
-        variant=variant,
-        tools=domain.make_tools,
-        instructions=domain.instructions,
-        tracer_provider=with_export(wiring.provider, export),
-        store=SessionStore(args.store) if args.store else None,
-    )
     metadata = {
         "domain": domain.name,
         "model": args.model,
         "seed": args.seed,
         "variant_source": args.variant,
     }
-    try:
-        session = agent.session(args.session, metadata=metadata)
-        result = asyncio.run(session.run_turn(args.request))
-    finally:
-        wiring.shutdown()
-        close_export(export)
+    with exporting(args) as export:
+        agent = Agent(
+            model=model,
+            variant=variant,
+            tools=domain.make_tools,
+            instructions=domain.instructions,
+            tracer_provider=with_export(wiring.provider, export),
+            store=SessionStore(args.store) if args.store else None,
+        )
+        try:
+            session = agent.session(args.session, metadata=metadata)
+            result = asyncio.run(session.run_turn(args.request))
+        finally:
+            wiring.shutdown()
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:

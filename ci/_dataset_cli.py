@@ -14,8 +14,7 @@ from ci._phoenix_cli import add_from_phoenix, run_from_phoenix
 from ci._phoenix_export import (
     PhoenixExport,
     add_phoenix_options,
-    close_export,
-    open_export,
+    exporting,
     replay_processor,
 )
 from harness import PlangateError
@@ -88,9 +87,8 @@ def run_record(args: argparse.Namespace) -> int:
         raise PlangateError(f"cannot read requests file {path}: {exc.strerror}") from exc
     requests = load_requests(text, str(path))
     name = args.name or Path(args.output).name
-    export = open_export(args)
-    processor = export.processor(dataset=name, variant=args.variant) if export else None
-    try:
+    with exporting(args) as export:
+        processor = export.processor(dataset=name, variant=args.variant) if export else None
         dataset = asyncio.run(
             record(
                 requests,
@@ -104,8 +102,6 @@ def run_record(args: argparse.Namespace) -> int:
                 span_processor=processor,
             )
         )
-    finally:
-        close_export(export)
     target = write_dataset(dataset, args.output)
     print(
         f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
@@ -243,11 +239,8 @@ def run_replay(args: argparse.Namespace) -> int:
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
     show = sys.stderr.isatty() and not args.json
-    export = open_export(args)
-    try:
+    with exporting(args) as export:
         results = asyncio.run(_replay_all(dataset, pairs, args, show, export))
-    finally:
-        close_export(export)
     if args.output:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     if args.json:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci._phoenix_export import add_phoenix_options, close_export, open_export
+from ci._phoenix_export import add_phoenix_options, exporting
 
 if TYPE_CHECKING:
     from ci._compare import Comparison
@@ -43,13 +43,10 @@ def add_commands(commands: Any) -> None:
 
 def run_gate_command(args: argparse.Namespace) -> int:
     """Run the gate; 0 pass, 1 regression (2 for unusable input comes from PlangateError)."""
-    export = open_export(args)
-    try:
+    with exporting(args) as export:
         verdict, files = gate_with_reports(
             args.gate_file, args.output, repeats=args.repeats, phoenix=export
         )
-    finally:
-        close_export(export)  # waits until every exported span has arrived
     if export is not None:
         from ci._phoenix_gate import publish_verdict
 

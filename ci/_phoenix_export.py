@@ -30,7 +30,8 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -640,6 +641,20 @@ def add_phoenix_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"Phoenix project (default: ${PROJECT_ENV} or {DEFAULT_PROJECT})",
     )
+
+
+@contextmanager
+def exporting(args: argparse.Namespace) -> Iterator[PhoenixExport | None]:
+    """The export `--phoenix` asks for (None without one), for the length of the block.
+
+    Closed and reported when the block ends, however it ends; closing waits until every
+    exported span has arrived.
+    """
+    export = open_export(args)
+    try:
+        yield export
+    finally:
+        close_export(export)
 
 
 def open_export(args: argparse.Namespace) -> PhoenixExport | None:
