@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from ci._phoenix_export import (
-    SEPARATOR,
     SESSION_ID,
     joined,
     new_run_id,
-    safe,
+    poll_spans,
 )
+from ci._phoenix_export import namespace as export_namespace
 from harness import PlangateError
 
 if TYPE_CHECKING:
@@ -47,8 +45,6 @@ if TYPE_CHECKING:
     from phoenix.client import Client
 
 ANNOTATOR_KIND = "CODE"
-POLL_SECONDS = 0.5
-SPAN_IDS_PER_QUERY = 100
 MAX_EXPLANATION = 2_000
 SCORE_COLUMNS = ("session_id", "turn_index", "evaluator", "score", "passed", "label", "explanation")
 T = TypeVar("T")
@@ -166,9 +162,7 @@ def namespace(dataset: str, variant: str, run: str | None = None) -> str:
 
     A variant given as a `.toml` path counts by its stem; RUN defaults to a new run id.
     """
-    stem = Path(variant).stem if variant.endswith(".toml") else variant
-    parts = (dataset, stem, run or new_run_id())
-    return SEPARATOR.join(safe(part.replace(SEPARATOR, "_")) for part in parts)
+    return export_namespace(dataset, variant, run or new_run_id())
 
 
 def namespaced(prefix: str, session_id: str) -> str:
@@ -211,23 +205,10 @@ def wait_for_spans(
     """
     check_project_name(project)
     wanted = list(dict.fromkeys(span_ids))
-    found: dict[str, Any] = {}
-    deadline = time.monotonic() + timeout
-    seen_project = False
     with phoenix_errors(client, f"reading spans of project {project!r}"):
-        while True:
-            missing = [s for s in wanted if s not in found]
-            for chunk in chunks(missing, SPAN_IDS_PER_QUERY):
-                stored = _stored_spans(client, project, chunk)
-                if stored is None:
-                    break
-                seen_project = True
-                found.update((span["context"]["span_id"], span) for span in stored)
-            if len(found) == len(wanted):
-                return found
-            if time.monotonic() > deadline:
-                break
-            time.sleep(POLL_SECONDS)
+        found, seen_project = poll_spans(client, project, wanted, timeout=timeout)
+    if len(found) == len(wanted):
+        return found
     url = base_url(client)
     if not seen_project:
         raise UnknownProjectError(
@@ -240,22 +221,6 @@ def wait_for_spans(
         f"{timeout:.0f} s (e.g. span {left[0]!r}): were they exported to this server and "
         "project? A busy server ingests about 140 spans/s; a longer timeout may help"
     )
-
-
-def _stored_spans(client: Client, project: str, span_ids: list[str]) -> list[Any] | None:
-    """The stored spans among `span_ids`; None when the project does not exist (yet)."""
-    import httpx
-
-    try:
-        return list(
-            client.spans.get_spans(
-                project_identifier=project, span_ids=span_ids, limit=len(span_ids), timeout=30
-            )
-        )
-    except httpx.HTTPStatusError as exc:
-        if exc.response.status_code == 404:
-            return None
-        raise
 
 
 def check_project_name(project: str) -> None:

@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -407,8 +407,7 @@ class PhoenixExport:
         run_part = self.run_id if run is None else f"{self.run_id}-{_segment(run)}"
         if dataset is None:
             return f"run{SEPARATOR}{run_part}"
-        parts = (_segment(dataset), _segment(variant or "recorded"), run_part)
-        return SEPARATOR.join(parts)
+        return namespace(dataset, variant or "recorded", run_part)
 
     def session_id(
         self,
@@ -540,6 +539,11 @@ def _otlp_exporter(endpoint: str, outcomes: HttpOutcomes) -> SpanExporter:
     return OTLPSpanExporter(endpoint=endpoint, session=observed_session(outcomes))
 
 
+def namespace(dataset: str, variant: str, run: str) -> str:
+    """`DATASET:VARIANT:RUN`, the prefix of the session ids of one upload or replay run."""
+    return SEPARATOR.join(_segment(part) for part in (dataset, variant, run))
+
+
 def _segment(text: str) -> str:
     """One part of a namespace: a variant file's stem; no separator, no `/?#`."""
     name = Path(text).stem if text.endswith(".toml") else text
@@ -595,36 +599,49 @@ def wait_for_spans(
     """Poll Phoenix until it holds every span id or `timeout` passes; the ids still missing."""
     from phoenix.client import Client
 
-    client = Client(base_url=url)
-    missing = list(dict.fromkeys(span_ids))
-    deadline = clock() + timeout
-    pause = 0.25
-    while missing:
-        found = _found(client, project, missing)
-        missing = [span_id for span_id in missing if span_id not in found]
-        if not missing or clock() + pause > deadline:
-            break
-        time.sleep(pause)  # ingestion is asynchronous: give Phoenix time
-        pause = min(pause * 1.5, 2.0)
-    return missing
+    found, _ = poll_spans(Client(base_url=url), project, span_ids, timeout=timeout, clock=clock)
+    return [span_id for span_id in dict.fromkeys(span_ids) if span_id not in found]
 
 
-def _found(client: Any, project: str, span_ids: Sequence[str]) -> set[str]:
+def poll_spans(
+    client: Any,
+    project: str,
+    span_ids: Iterable[str],
+    *,
+    timeout: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, Any], bool]:
+    """Poll until Phoenix holds every span id or `timeout` passes.
+
+    Returns the stored spans (REST form) by span id, and whether the project exists: a project
+    none of whose spans are stored yet answers 404. Ingestion is asynchronous, so the pauses
+    between polls grow from a quarter of a second to two.
+    """
     import httpx
 
-    found: set[str] = set()
-    for start in range(0, len(span_ids), CHUNK):
-        chunk = list(span_ids[start : start + CHUNK])
-        try:
-            spans = client.spans.get_spans(
-                project_identifier=project, span_ids=chunk, limit=len(chunk), timeout=30
-            )
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code == 404:  # no span of the project is in yet
-                return found
-            raise
-        found.update(span["context"]["span_id"] for span in spans)
-    return found
+    wanted = list(dict.fromkeys(span_ids))
+    found: dict[str, Any] = {}
+    project_seen = False
+    deadline = clock() + timeout
+    pause = 0.25
+    while True:
+        missing = [span_id for span_id in wanted if span_id not in found]
+        for start in range(0, len(missing), CHUNK):
+            chunk = missing[start : start + CHUNK]
+            try:
+                spans = client.spans.get_spans(
+                    project_identifier=project, span_ids=chunk, limit=len(chunk), timeout=30
+                )
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code == 404:
+                    break
+                raise
+            project_seen = True
+            found.update((span["context"]["span_id"], span) for span in spans)
+        if len(found) == len(wanted) or clock() + pause > deadline:
+            return found, project_seen
+        time.sleep(pause)
+        pause = min(pause * 1.5, 2.0)
 
 
 def add_phoenix_options(parser: argparse.ArgumentParser) -> None:
