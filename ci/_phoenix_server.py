@@ -12,6 +12,7 @@ external resources (web fonts, downloads) and the server-side bash tool are swit
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -131,6 +132,11 @@ def up(
     running = status(data)
     if running is not None:
         return running
+    if port == grpc_port:
+        raise PhoenixError(
+            f"--port and --grpc-port are both {port}: Phoenix serves HTTP and gRPC on two "
+            "different ports"
+        )
     for number, name in ((port, "--port"), (grpc_port, "--grpc-port")):
         if _in_use(number):
             raise PhoenixError(f"port {number} on {HOST} is in use: choose another with {name}")
@@ -163,21 +169,32 @@ def up(
         pid=process.pid,
     )  # fmt: skip
     _STARTED[process.pid] = process
+    try:
+        _wait_until_healthy(server, process, timeout)
+    except BaseException:
+        _stop(process.pid)  # a server that failed to start is not left running
+        raise
+    _write_state(data, server)
+    return server
+
+
+def _wait_until_healthy(
+    server: PhoenixServer, process: subprocess.Popen[bytes], timeout: float
+) -> None:
+    log = Path(server.folder) / LOG
     deadline = time.monotonic() + timeout
     while not _healthy(server.url):
         if process.poll() is not None:
             raise PhoenixError(
                 f"the Phoenix server exited with code {process.returncode} while starting; "
-                f"see {data / LOG}:\n{_tail(data / LOG)}"
+                f"see {log}:\n{_tail(log)}"
             )
         if time.monotonic() > deadline:
-            process.terminate()
             raise PhoenixError(
-                f"the Phoenix server was not healthy after {timeout:.0f} s; see {data / LOG}"
+                f"the Phoenix server was not healthy after {timeout:.0f} s; see {log}:\n"
+                f"{_tail(log)}"
             )
         time.sleep(0.2)
-    _write_state(data, server)
-    return server
 
 
 def status(folder: str | Path = DEFAULT_FOLDER) -> PhoenixServer | None:
@@ -202,21 +219,29 @@ def down(folder: str | Path = DEFAULT_FOLDER, *, timeout: float = 30.0) -> bool:
     (data / STATE).unlink(missing_ok=True)
     if not _alive(server.pid):
         return False
-    os.killpg(server.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(server.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(server.pid):
-        os.killpg(server.pid, signal.SIGKILL)
+    _stop(server.pid, timeout)
     return True
+
+
+def _stop(pid: int, timeout: float = 30.0) -> None:
+    """End the process group `pid` leads: SIGTERM, then SIGKILL after `timeout` seconds."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
             return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
+        return False  # nothing answers, or something that does not speak HTTP (a gRPC server)
 
 
 def _alive(pid: int) -> bool:
@@ -258,6 +283,20 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` different TCP ports on 127.0.0.1 that nothing listens on now.
+
+    The probes stay bound until all are chosen: two separate `free_port()` calls may return the
+    same port.
+    """
+    probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind((HOST, 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()

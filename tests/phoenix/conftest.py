@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ci._phoenix_server import PhoenixServer, down, free_port, up
+from ci._phoenix_server import PhoenixServer, down, free_ports, up
 
 QUEUE = 1_000
 """PHOENIX_MAX_SPANS_QUEUE_SIZE of the test server (Phoenix's default is 20,000)."""
@@ -23,7 +23,8 @@ QUEUE = 1_000
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PhoenixServer]:
     """A running Phoenix server; stopped at the end of the test run."""
     folder: Path = tmp_path_factory.mktemp("phoenix")
-    server = up(folder, port=free_port(), grpc_port=free_port(), max_spans_queue=QUEUE)
+    port, grpc_port = free_ports(2)
+    server = up(folder, port=port, grpc_port=grpc_port, max_spans_queue=QUEUE)
     try:
         yield server
     finally:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import socket
+import threading
 from pathlib import Path
 
-from ci._phoenix_server import down, free_port
+from ci._phoenix_server import down, free_port, free_ports, status
 from tests.helpers import plangate
 
 LISTEN = "0A"
@@ -91,7 +93,7 @@ def test_address_parsing_reads_proc_net_tcp() -> None:
 
 def test_up_status_down_with_every_port_on_loopback(tmp_path: Path) -> None:
     folder = tmp_path / "phoenix"
-    port, grpc_port = free_port(), free_port()
+    port, grpc_port = free_ports(2)
     where = ("--dir", str(folder))
     try:
         done = plangate("phoenix", "up", *where, "--port", str(port), "--grpc-port", str(grpc_port))
@@ -129,11 +131,59 @@ def test_up_on_a_port_in_use_is_a_usage_error(tmp_path: Path) -> None:
     assert "--port" in done.stderr
 
 
+def test_free_ports_are_different_and_free() -> None:
+    for _ in range(50):
+        ports = free_ports(3)
+        assert len(set(ports)) == 3
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", free_port())) != 0
+
+
+def test_the_same_port_for_http_and_grpc_is_a_usage_error(tmp_path: Path) -> None:
+    # Phoenix would start its gRPC server on the port, fail to bind HTTP to it and hang.
+    port = str(free_port())
+    done = plangate("phoenix", "up", "--dir", str(tmp_path), "--port", port, "--grpc-port", port)
+    assert done.returncode == 2
+    assert f"plangate: error: --port and --grpc-port are both {port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_port_answered_by_something_other_than_http_is_not_a_healthy_server(
+    tmp_path: Path,
+) -> None:
+    """A stale state file whose port a gRPC server now holds: `status` says not running."""
+    settings = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x05\x00\x00\x40\x00"  # HTTP/2
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+
+        def answer() -> None:
+            for _ in range(2):
+                connection, _ = other.accept()
+                with connection:
+                    connection.recv(1024)
+                    connection.sendall(settings + b"\n")
+
+        replier = threading.Thread(target=answer, daemon=True)
+        replier.start()
+        state = {
+            "url": f"http://127.0.0.1:{port}", "port": port, "grpc_port": port + 1,
+            "folder": str(tmp_path), "pid": os.getpid(),
+        }  # fmt: skip
+        (tmp_path / "server.json").write_text(json.dumps(state))
+        assert status(tmp_path) is None
+        done = plangate("phoenix", "status", "--dir", str(tmp_path))
+        assert done.returncode == 1 and "not running" in done.stdout, done.stderr
+        replier.join(timeout=10)
+
+
 def test_a_server_environment_that_cannot_be_made_is_a_usage_error(tmp_path: Path) -> None:
     nowhere = "/proc/plangate-no-env"  # nothing can be created under /proc
+    port, grpc_port = free_ports(2)
     done = plangate(
-        "phoenix", "up", "--dir", str(tmp_path), "--port", str(free_port()),
-        "--grpc-port", str(free_port()), "--env", nowhere, timeout=60,
+        "phoenix", "up", "--dir", str(tmp_path), "--port", str(port), "--grpc-port",
+        str(grpc_port), "--env", nowhere, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
     assert f"plangate: error: could not create the Phoenix server environment in {nowhere}" in (
