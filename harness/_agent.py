@@ -10,6 +10,7 @@ call); a turn cut short by a crash, or paused for plan approval, resumes from th
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 import weakref
@@ -144,9 +145,6 @@ class Session:
         # The session holds its tools, so they hold it weakly: a tool holding it back would keep
         # a dropped session and its messages alive until the garbage collector looks for cycles.
         this = weakref.ref(self)
-        self._plan_tools = plan_tools(
-            self.plan, agent.variant.plan, lambda steps: alive(this)._propose(steps)
-        )
         self._finish = self._finish_tool(this)
         self.tracing = SessionTracing(
             agent.tracer_provider,
@@ -158,6 +156,12 @@ class Session:
         self.features: list[Feature] = build_features(self)
         self._turn: Turn | None = None
         self._proposal: list[dict[str, Any]] | None = None
+
+    @functools.cached_property
+    def _plan_tools(self) -> list[Tool]:
+        """The tools the model plans with, made when a turn first plans (many never do)."""
+        this = weakref.ref(self)
+        return plan_tools(self.plan, self.agent.variant.plan, lambda s: alive(this)._propose(s))
 
     # -- public API -------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import functools
 import json
 import logging
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from json.encoder import encode_basestring as _quote
@@ -227,6 +228,24 @@ class LateSpan(SpanHandle):
         self._error = description
 
 
+_TRACERS: weakref.WeakKeyDictionary[TracerProvider, Tracer] = weakref.WeakKeyDictionary()
+
+
+def tracer_of(provider: TracerProvider) -> Tracer:
+    """The harness's tracer from `provider`, asked for once per provider.
+
+    Asking the SDK's provider for a tracer costs more than the rest of a session's set-up (it
+    builds a scope and resets the process's warning filters on every call).
+    """
+    try:
+        return _TRACERS[provider]
+    except KeyError:
+        tracer = _TRACERS[provider] = provider.get_tracer("plangate.harness")
+        return tracer
+    except TypeError:  # a provider that cannot be weakly referenced: ask every time
+        return provider.get_tracer("plangate.harness")
+
+
 def _guard(function: Any, *args: Any) -> Any:
     try:
         return function(*args)
@@ -254,7 +273,7 @@ class SessionTracing:
     ) -> None:
         self.enabled = provider is not None
         self.messages = messages
-        self._tracer = provider.get_tracer("plangate.harness") if provider is not None else None
+        self._tracer = tracer_of(provider) if provider is not None else None
         self._base: dict[str, Any] = {
             SESSION_ID: session_id,
             USER_ID: user_id,

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ci import telemetry
-from harness import Agent, ScriptedModel, ToolCall, TurnResult, load_variant, tool
+from harness import Agent, FunctionModel, ToolCall, TurnResult, load_variant, tool
 
 TOOL_CALLS = 20
 """Work tool calls per run."""
@@ -251,8 +251,9 @@ def plangate_case(variant_name: str, *, traced: bool) -> Case:
     memory = wired.memory
 
     async def run() -> TurnResult:
+        steps = iter(script)  # the next step whatever was sent, as pydantic-ai's model below
         agent = Agent(
-            model=ScriptedModel(script),
+            model=FunctionModel(lambda messages, tools: next(steps), name="scripted"),
             variant=variant,
             tools=lambda: (add,),
             tracer_provider=wired.provider,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -369,3 +371,25 @@ def test_input_value_follows_contexts_that_do_not_extend_the_previous_one() -> N
             pass
     values = [(s.attributes or {})["input.value"] for s in exporter.get_finished_spans()]
     assert values == [input_value(context) for context in contexts]
+
+
+def test_a_provider_is_asked_for_the_tracer_once_and_held_weakly() -> None:
+    asked: list[str] = []
+
+    class Counting(TracerProvider):
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(args[0])
+            return super().get_tracer(*args, **kwargs)
+
+    provider = Counting(shutdown_on_exit=False)  # else atexit holds it
+    first = SessionTracing(provider, session_id="a", user_id="u", metadata={})
+    second = SessionTracing(provider, session_id="b", user_id="u", metadata={})
+    assert asked == ["plangate.harness"] and first._tracer is second._tracer
+    other = SessionTracing(
+        Counting(shutdown_on_exit=False), session_id="c", user_id="u", metadata={}
+    )
+    assert len(asked) == 2 and other._tracer is not first._tracer
+    gone = weakref.ref(provider)
+    del provider, first, second
+    gc.collect()
+    assert gone() is None  # the cache does not keep a provider alive
