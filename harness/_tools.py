@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from harness._messages import ToolCall, ToolDefinition, canonical_json
+from harness._messages import ToolCall, ToolDefinition, canonical_json, parse_json
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
@@ -404,7 +404,7 @@ async def run_tool(
         arguments: Any = parsed
     else:
         try:
-            arguments = json.loads(call.arguments or "{}")
+            arguments = parse_json(call.arguments or "{}")
         except json.JSONDecodeError as exc:
             return _error(
                 call,

@@ -1,11 +1,11 @@
 """Harness overhead per model iteration on a scripted run: plangate, pydantic-ai and the OTel SDK.
 
 A run is one turn of 20 tool calls (one per model response) and a final answer: 21 model calls.
-The models answer from a script, so a run's time is the loop's own cost: on both sides a function
-model hands out the next step (plangate's `FunctionModel`, pydantic-ai's `FunctionModel`), with
-no recording of what it was sent (`ScriptedModel` keeps a copy of every request for tests). Each run is timed whole
-with `perf_counter_ns` inside one coroutine on one event loop (no event loop setup in the timing)
-and divided by the 21 model calls. The process's CPU time is taken alongside, to tell the loop's
+The models answer from a script, so a run's time is the loop's own cost: on both sides a
+function model hands out the next step (plangate's `FunctionModel`, pydantic-ai's
+`FunctionModel`), with no recording of what it was sent (`ScriptedModel` keeps a copy of every
+request for tests). Each run is timed whole with `perf_counter_ns` inside one coroutine on one
+event loop (no event loop setup in the timing) and divided by the 21 model calls. The process's CPU time is taken alongside, to tell the loop's
 cost from time lost to other processes. The cases take turns: the timed runs are spread over
 `ROUNDS` rounds that each run every case, so that the machine slowing down for a while (other
 processes, CPU frequency, a busy neighbour on the host) slows every case alike and the rows stay
