@@ -1,6 +1,6 @@
 """Build the golden datasets in `datasets/` from the request files in `datasets/requests/`.
 
-    .venv/bin/python -m ci._build_datasets [NAME ...]
+    .venv/bin/python -m plangate.ci._build_datasets [NAME ...]
 
 The request files are the source of truth (human-readable JSON, see `replay.load_requests`);
 this script records each through the reference agent with a simulated model and writes it to
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from replay import GoldenDataset, concat_tables, load_requests, record, write_dataset
+from plangate.replay import GoldenDataset, concat_tables, load_requests, record, write_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "datasets"
@@ -156,7 +156,7 @@ def build_third_party(corpus: Path) -> Path:
     evaluators and the gate; they have no harness domain behind them, so they are scored, not
     replayed.
     """
-    from replay import concat_tables, dataset_from_traces, import_traces
+    from plangate.replay import concat_tables, dataset_from_traces, import_traces
 
     tables = [
         import_traces("tau-bench", [corpus / "tau-bench" / "gpt-4o-airline.json"]),

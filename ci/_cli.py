@@ -12,18 +12,18 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ci._dataset_cli import add_commands as add_dataset_commands
-from ci._dataset_cli import run_dataset, run_record, run_replay
-from ci._eval_cli import add_commands, run_eval, run_import
-from ci._gate_cli import add_commands as add_gate_commands
-from ci._gate_cli import run_compare_command, run_gate_command
-from ci._phoenix_cli import add_commands as add_phoenix_commands
-from ci._phoenix_cli import run_phoenix
-from ci._phoenix_export import add_phoenix_options, exporting, with_export
-from ci._runs_cli import add_commands as add_run_commands
-from ci._runs_cli import run_plan, run_resume, run_runs
-from ci._telemetry import telemetry
-from harness import (
+from plangate.ci._dataset_cli import add_commands as add_dataset_commands
+from plangate.ci._dataset_cli import run_dataset, run_record, run_replay
+from plangate.ci._eval_cli import add_commands, run_eval, run_import
+from plangate.ci._gate_cli import add_commands as add_gate_commands
+from plangate.ci._gate_cli import run_compare_command, run_gate_command
+from plangate.ci._phoenix_cli import add_commands as add_phoenix_commands
+from plangate.ci._phoenix_cli import run_phoenix
+from plangate.ci._phoenix_export import add_phoenix_options, exporting, with_export
+from plangate.ci._runs_cli import add_commands as add_run_commands
+from plangate.ci._runs_cli import run_plan, run_resume, run_runs
+from plangate.ci._telemetry import telemetry
+from plangate.harness import (
     BEHAVIOURS,
     Agent,
     PlangateError,
@@ -175,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ci._demo import main_gate, main_matrix
+    from plangate.ci._demo import main_gate, main_matrix
 
     names = args.domain or domain_names()
     for name in names:

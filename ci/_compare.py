@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ci._gate import gate_cases, gate_rubrics, pass_rate, replay_scores, runs_from_scores
-from ci._gate_file import GateFile, Side
-from ci._stats import Interval, mcnemar_exact, paired_bootstrap
-from evaluators import RubricSet, pass_hat_k
-from replay import read_dataset
+from plangate.ci._gate import gate_cases, gate_rubrics, pass_rate, replay_scores, runs_from_scores
+from plangate.ci._gate_file import GateFile, Side
+from plangate.ci._stats import Interval, mcnemar_exact, paired_bootstrap
+from plangate.evaluators import RubricSet, pass_hat_k
+from plangate.replay import read_dataset
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,19 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci._phoenix_cli import add_from_phoenix, run_from_phoenix
-from ci._phoenix_export import (
+from plangate.ci._phoenix_cli import add_from_phoenix, run_from_phoenix
+from plangate.ci._phoenix_export import (
     PhoenixExport,
     add_phoenix_options,
     exporting,
     replay_processor,
 )
-from harness import PlangateError
+from plangate.harness import PlangateError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from replay import GoldenDataset, ReplayResult
+    from plangate.replay import GoldenDataset, ReplayResult
 
 CONTEXT = 2
 """Steps shown on each side of a divergence."""
@@ -78,7 +78,7 @@ def _add_replay(commands: Any) -> None:
 
 def run_record(args: argparse.Namespace) -> int:
     """`plangate record ... -o datasets/NAME`."""
-    from replay import load_requests, record, write_dataset
+    from plangate.replay import load_requests, record, write_dataset
 
     path = Path(args.requests)
     try:
@@ -137,8 +137,8 @@ def run_dataset(args: argparse.Namespace) -> int:
 
 def dataset_problems(path: str) -> list[str]:
     """What `validate_dataset` finds, plus each turn's rubric parsed by the evaluators."""
-    from evaluators import RubricError, rubric_from_dict
-    from replay import validate_dataset
+    from plangate.evaluators import RubricError, rubric_from_dict
+    from plangate.replay import validate_dataset
 
     problems = validate_dataset(path)
     if problems:
@@ -173,7 +173,7 @@ def _validate(path: str) -> int:
 
 
 def _from_traces(args: argparse.Namespace) -> int:
-    from replay import dataset_from_traces, read_table, write_dataset
+    from plangate.replay import dataset_from_traces, read_table, write_dataset
 
     table = read_table(args.table)
     dataset = dataset_from_traces(
@@ -194,7 +194,7 @@ def select_turns(
     shard: str | None,
 ) -> list[tuple[str, int]]:
     """The (session, turn) pairs to replay, in a stable order, after filters and sharding."""
-    from replay import DatasetError
+    from plangate.replay import DatasetError
 
     known = set(dataset.sessions["session_id"].to_pylist())
     for session in sessions or ():
@@ -228,7 +228,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def run_replay(args: argparse.Namespace) -> int:
     """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored."""
-    from replay import concat_tables, read_dataset, write_table
+    from plangate.replay import concat_tables, read_dataset, write_table
 
     if args.jobs < 1:
         raise PlangateError(f"--jobs {args.jobs}: expected at least 1")
@@ -263,7 +263,7 @@ async def _replay_all(
 ) -> list[ReplayResult]:
     from rich.progress import Progress
 
-    from replay import replay_turn
+    from plangate.replay import replay_turn
 
     gate = asyncio.Semaphore(args.jobs)
     with Progress(disable=not show, transient=True) as progress:

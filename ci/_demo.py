@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness import (
+from plangate.harness import (
     BEHAVIOURS,
     Agent,
     Domain,
@@ -191,7 +191,7 @@ def main_gate(gate_file: str | None, output: str) -> bool:
     regression of the baseline (`alyx`), so the demo's claim is that the gate catches it; with
     another gate file the demo only reports the verdict.
     """
-    from ci._gate_cli import DEFAULT_GATE, gate_with_reports, print_verdict
+    from plangate.ci._gate_cli import DEFAULT_GATE, gate_with_reports, print_verdict
 
     print("The gate: plangate gate " + (gate_file or "ci/gate.toml") + f" -o {output}")
     verdict, files = gate_with_reports(gate_file or DEFAULT_GATE, output)

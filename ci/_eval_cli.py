@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from evaluators import RubricSet
+    from plangate.evaluators import RubricSet
 
 # pandas and pyarrow are imported by the commands that need them, not by `plangate run`.
 MAX_FAILURES = 20
@@ -46,7 +46,7 @@ def run_import(args: argparse.Namespace) -> int:
     """`plangate import FORMAT PATH... -o TABLE`."""
     import pyarrow.compute as pc
 
-    from replay import import_traces, write_table
+    from plangate.replay import import_traces, write_table
 
     table = import_traces(args.format, args.paths)
     write_table(table, args.output)
@@ -58,8 +58,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 def run_eval(args: argparse.Namespace) -> int:
     """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`."""
-    from evaluators import evaluate
-    from replay import read_table, write_parquet
+    from plangate.evaluators import evaluate
+    from plangate.replay import read_table, write_parquet
 
     table = read_table(args.table)
     rubrics = _rubrics(args.rubric)
@@ -75,8 +75,8 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def _rubrics(path: str | None) -> RubricSet | None:
-    from evaluators import load_rubrics
-    from replay import TraceTableError
+    from plangate.evaluators import load_rubrics
+    from plangate.replay import TraceTableError
 
     if path is None:
         return None
@@ -92,14 +92,14 @@ def _rubrics(path: str | None) -> RubricSet | None:
 
 def dataset_rubrics(path: str) -> RubricSet:
     """The per-turn rubrics of a golden dataset folder (its turns' `rubric` column)."""
-    from replay import read_dataset
+    from plangate.replay import read_dataset
 
     return turn_rubrics(read_dataset(path), path)
 
 
 def turn_rubrics(dataset: Any, path: str) -> RubricSet:
     """The per-turn rubrics of a golden dataset already read (`path` names it in errors)."""
-    from evaluators import RubricSet, rubric_from_dict
+    from plangate.evaluators import RubricSet, rubric_from_dict
 
     turns = {
         (row["session_id"], row["turn_index"]): rubric_from_dict(
@@ -113,7 +113,7 @@ def turn_rubrics(dataset: Any, path: str) -> RubricSet:
 
 
 def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
-    from evaluators import EvaluatorError, evaluators
+    from plangate.evaluators import EvaluatorError, evaluators
 
     params: dict[str, dict[str, Any]] = {}
     known = evaluators()
@@ -135,7 +135,7 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
 
 def summarize(scores: pa.Table) -> dict[str, Any]:
     """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
-    from evaluators import repeat_scores
+    from plangate.evaluators import repeat_scores
 
     frame = scores.to_pandas()
     rows = []

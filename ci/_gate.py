@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ci._gate_file import GateFile, GateFileError, Side
-from ci._phoenix_export import replay_processor
-from ci._stats import Interval, paired_bootstrap, ratio_interval, regression_p_value
-from evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
-from replay import concat_tables, read_dataset, replay_turn
+from plangate.ci._gate_file import GateFile, GateFileError, Side
+from plangate.ci._phoenix_export import replay_processor
+from plangate.ci._stats import Interval, paired_bootstrap, ratio_interval, regression_p_value
+from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
+from plangate.replay import concat_tables, read_dataset, replay_turn
 
 if TYPE_CHECKING:
-    from ci._phoenix_export import PhoenixExport
+    from plangate.ci._phoenix_export import PhoenixExport
 
 Case = tuple[str, str, int]
 """(dataset name, session id, turn index)."""
@@ -215,7 +215,7 @@ async def run_gate(gate: GateFile, *, phoenix: PhoenixExport | None = None) -> V
 
 def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:
     """The rubrics of every golden turn in the gate's datasets (read once, by the caller)."""
-    from ci._eval_cli import turn_rubrics
+    from plangate.ci._eval_cli import turn_rubrics
 
     return RubricSet(
         turns={

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci._phoenix_export import add_phoenix_options, exporting
+from plangate.ci._phoenix_export import add_phoenix_options, exporting
 
 if TYPE_CHECKING:
-    from ci._compare import Comparison
-    from ci._gate import Verdict
-    from ci._phoenix_export import PhoenixExport
+    from plangate.ci._compare import Comparison
+    from plangate.ci._gate import Verdict
+    from plangate.ci._phoenix_export import PhoenixExport
 
 DEFAULT_GATE = Path(__file__).parent / "gate.toml"
 """The shipped gate file: the shipped golden datasets and the default evaluators."""
@@ -48,7 +48,7 @@ def run_gate_command(args: argparse.Namespace) -> int:
             args.gate_file, args.output, repeats=args.repeats, phoenix=export
         )
     if export is not None:
-        from ci._phoenix_gate import publish_verdict
+        from plangate.ci._phoenix_gate import publish_verdict
 
         # The scores as annotations, and each case's Phoenix link into the reports.
         verdict, problems = publish_verdict(export, verdict)
@@ -64,10 +64,10 @@ def run_compare_command(args: argparse.Namespace) -> int:
     import dataclasses
     import json
 
-    from ci._compare import compare
-    from ci._gate_file import DatasetSelection, EvaluatorRule, GateFileError, load_gate
-    from evaluators import EvaluatorError, evaluators
-    from harness import load_variant
+    from plangate.ci._compare import compare
+    from plangate.ci._gate_file import DatasetSelection, EvaluatorRule, GateFileError, load_gate
+    from plangate.evaluators import EvaluatorError, evaluators
+    from plangate.harness import load_variant
 
     gate = load_gate(args.gate)
     for variant in args.variants:
@@ -145,8 +145,8 @@ def gate_with_reports(
     """
     import dataclasses
 
-    from ci._gate import run_gate
-    from ci._gate_file import load_gate
+    from plangate.ci._gate import run_gate
+    from plangate.ci._gate_file import load_gate
 
     gate = load_gate(gate_file)
     if repeats is not None:
@@ -157,8 +157,8 @@ def gate_with_reports(
 
 def write_outputs(verdict: Verdict, output: str | Path) -> dict[str, Path]:
     """The reports, and both sides' score tables in `output`/scores."""
-    from ci._reports import write_reports
-    from replay import write_parquet
+    from plangate.ci._reports import write_reports
+    from plangate.replay import write_parquet
 
     files = write_reports(verdict, output)
     for side, table in verdict.scores.items():

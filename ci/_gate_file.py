@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import PlangateError
+from plangate.harness import PlangateError
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases"})
 SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
@@ -205,7 +205,7 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     tools = side.get("tools", "cassette")
     if tools not in TOOLS:
         raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
-    from harness import load_variant
+    from plangate.harness import load_variant
 
     try:
         load_variant(side["variant"])
@@ -215,7 +215,7 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
 
 
 def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
-    from evaluators import evaluators as registered
+    from plangate.evaluators import evaluators as registered
 
     known = registered()
     _keys(data, set(known), "evaluators.", source)

@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
 
-from ci._gate import CaseResult, EvaluatorVerdict, Verdict
-from ci._stats import Interval
+from plangate.ci._gate import CaseResult, EvaluatorVerdict, Verdict
+from plangate.ci._stats import Interval
 
 WIDTH = 1160
 """Width of each plot in CSS pixels; the page is laid out for a 1280 px window."""

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
-from ci._phoenix_export import (
+from plangate.ci._phoenix_export import (
     SESSION_ID,
     joined,
     new_run_id,
     poll_spans,
 )
-from ci._phoenix_export import namespace as export_namespace
-from harness import PlangateError
+from plangate.ci._phoenix_export import namespace as export_namespace
+from plangate.harness import PlangateError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ci._phoenix_server import DEFAULT_FOLDER, PhoenixServer, down, status, up
+from plangate.ci._phoenix_server import DEFAULT_FOLDER, PhoenixServer, down, status, up
 
 EXIT_RUNNING = 0
 EXIT_NOT_RUNNING = 1
@@ -27,7 +27,7 @@ def add_commands(commands: Any) -> None:
     starting = verbs.add_parser("up", help="start it (if not running) and wait until healthy")
     stopping = verbs.add_parser("down", help="stop it")
     asking = verbs.add_parser("status", help="is it running? (exit 0 yes, 1 no)")
-    from ci._phoenix_eval_cli import add_commands as add_eval_commands
+    from plangate.ci._phoenix_eval_cli import add_commands as add_eval_commands
 
     add_eval_commands(verbs)  # annotate, dataset, experiment
     for verb in (starting, stopping, asking):
@@ -57,7 +57,7 @@ def add_from_phoenix(verbs: Any) -> None:
 
 def run_phoenix(args: argparse.Namespace) -> int:
     """`plangate phoenix up | down | status | annotate | dataset | experiment`."""
-    from ci._phoenix_eval_cli import HANDLERS
+    from plangate.ci._phoenix_eval_cli import HANDLERS
 
     if args.phoenix_command in HANDLERS:
         return HANDLERS[args.phoenix_command](args)
@@ -90,7 +90,7 @@ def run_from_phoenix(args: argparse.Namespace) -> int:
     """`plangate dataset from-phoenix --url URL --project P [--session ID]... -o PATH`."""
     import pyarrow.parquet as pq
 
-    from ci._phoenix_fetch import golden_from_phoenix
+    from plangate.ci._phoenix_fetch import golden_from_phoenix
 
     target = golden_from_phoenix(args.url, args.project, args.session, args.output, name=args.name)
     counts = {

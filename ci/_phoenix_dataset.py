@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ci._phoenix import (
+from plangate.ci._phoenix import (
     PhoenixRequestError,
     base_url,
     check_project_name,
@@ -30,14 +30,14 @@ from ci._phoenix import (
     phoenix_errors,
     wait_for_spans,
 )
-from ci._phoenix_export import ORIGINAL_SESSION_ID, SESSION_ID
-from harness import PlangateError
+from plangate.ci._phoenix_export import ORIGINAL_SESSION_ID, SESSION_ID
+from plangate.harness import PlangateError
 
 if TYPE_CHECKING:
     from phoenix.client import Client
     from phoenix.client.resources.datasets import Dataset
 
-    from replay import GoldenDataset
+    from plangate.replay import GoldenDataset
 
 GOLDEN_PROJECT = "plangate-golden"
 """The Phoenix project that holds the spans of mirrored golden turns."""
@@ -103,7 +103,7 @@ def mirror_dataset(
         sessions: Only these sessions (default: all).
         timeout: Seconds to wait for the uploaded spans to be ingested.
     """
-    from replay import read_dataset
+    from plangate.replay import read_dataset
 
     golden = read_dataset(dataset_path)
     title = name or golden.name

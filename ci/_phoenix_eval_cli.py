@@ -30,7 +30,7 @@ SHOWN_FAILURES = 20
 
 def add_commands(commands: Any) -> None:
     """Add `annotate`, `dataset` and `experiment` to the `plangate phoenix` verbs."""
-    from ci._phoenix_dataset import GOLDEN_PROJECT
+    from plangate.ci._phoenix_dataset import GOLDEN_PROJECT
 
     annotating = commands.add_parser("annotate", help="log a score table as Phoenix annotations")
     annotating.add_argument("scores", metavar="SCORES.parquet", help="`plangate eval -o` output")
@@ -76,8 +76,8 @@ def add_commands(commands: Any) -> None:
 
 def run_annotate(args: argparse.Namespace) -> int:
     """`plangate phoenix annotate SCORES TRACES`."""
-    from ci._phoenix import annotate
-    from replay import read_table
+    from plangate.ci._phoenix import annotate
+    from plangate.replay import read_table
 
     scores = _read_scores(args.scores)
     traces = read_table(args.traces)
@@ -110,8 +110,8 @@ def run_dataset(args: argparse.Namespace) -> int:
 
 def run_experiments(args: argparse.Namespace) -> int:
     """`plangate phoenix experiment DATASET --variant V... --model SPEC`."""
-    from ci._phoenix import base_url, compare_url
-    from ci._phoenix_experiment import run_experiment
+    from plangate.ci._phoenix import base_url, compare_url
+    from plangate.ci._phoenix_experiment import run_experiment
 
     client = _client(args)
     mirrored = _mirror(args, client)
@@ -155,7 +155,7 @@ def _client(args: argparse.Namespace) -> Client:
 
 
 def _mirror(args: argparse.Namespace, client: Client) -> Any:
-    from ci._phoenix_dataset import mirror_dataset
+    from plangate.ci._phoenix_dataset import mirror_dataset
 
     return mirror_dataset(
         client, args.dataset, name=args.name, project=args.project,
@@ -167,7 +167,7 @@ def _read_scores(path: str) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ci._phoenix import AnnotationError
+    from plangate.ci._phoenix import AnnotationError
 
     try:
         return pq.read_table(path)

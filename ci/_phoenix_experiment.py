@@ -31,23 +31,23 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from ci._phoenix import (
+from plangate.ci._phoenix import (
     base_url,
     compare_url,
     namespace,
     phoenix_errors,
     shorten,
 )
-from ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError
-from ci._phoenix_export import namespaced_span
-from harness import PlangateError
+from plangate.ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError
+from plangate.ci._phoenix_export import namespaced_span
+from plangate.harness import PlangateError
 
 if TYPE_CHECKING:
     from phoenix.client import Client
     from phoenix.client.resources.datasets import Dataset
 
-    from evaluators import RubricSet
-    from replay import GoldenDataset, ReplayResult
+    from plangate.evaluators import RubricSet
+    from plangate.replay import GoldenDataset, ReplayResult
 
 ToolSource = Literal["cassette", "live"]
 T = TypeVar("T")
@@ -115,9 +115,9 @@ def run_experiment(
         name: The experiment's name (default: `variant · model`).
         timeout: Seconds one task may take.
     """
-    from ci._eval_cli import turn_rubrics
-    from evaluators import evaluators as registered
-    from replay import read_dataset
+    from plangate.ci._eval_cli import turn_rubrics
+    from plangate.evaluators import evaluators as registered
+    from plangate.replay import read_dataset
 
     golden = read_dataset(dataset_path)
     names = _evaluator_names(evaluators, sorted(registered()))
@@ -156,7 +156,7 @@ def run_experiment(
 
 
 def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str]:
-    from evaluators import EvaluatorError
+    from plangate.evaluators import EvaluatorError
 
     names = list(chosen or known)
     unknown = [n for n in names if n not in known]
@@ -167,7 +167,7 @@ def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str
 
 def _check_options(golden: GoldenDataset, variant: str, model: str) -> None:
     """Fail before the experiment on an unknown variant or model (the error names the choices)."""
-    from harness import get_domain, load_variant, model_from_spec
+    from plangate.harness import get_domain, load_variant, model_from_spec
 
     load_variant(variant)
     if model not in ("cassette", "cassette-lenient"):
@@ -232,7 +232,7 @@ class _Replays:
         def task(metadata: Mapping[str, Any]) -> dict[str, Any]:
             from opentelemetry import trace
 
-            from evaluators import evaluate
+            from plangate.evaluators import evaluate
 
             trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
             replay = self._replay(str(metadata["session_id"]), int(metadata["turn_index"]))
@@ -266,7 +266,7 @@ class _Replays:
         return evaluate_run
 
     async def _replay(self, session_id: str, turn_index: int) -> tuple[ReplayResult, pa.Table]:
-        from replay import replay_turn
+        from plangate.replay import replay_turn
 
         provider, memory = _replay_provider(self.endpoint, self.namespace)
         try:
@@ -288,7 +288,7 @@ def _replay_provider(endpoint: str, prefix: str) -> tuple[TracerProvider, Any]:
     """A tracer provider keeping spans as a trace table and exporting them to Phoenix."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from replay import TraceTableExporter
+    from plangate.replay import TraceTableExporter
 
     memory = TraceTableExporter()
     provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))

@@ -42,7 +42,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from ci._phoenix_server import PhoenixError
+from plangate.ci._phoenix_server import PhoenixError
 
 if TYPE_CHECKING:
     import requests

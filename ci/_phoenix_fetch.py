@@ -16,7 +16,7 @@ Phoenix session ids are unique across projects) with the original id in the span
 two of the fetched sessions share it (two runs of one golden session), which then keep their
 Phoenix ids.
 
-The Phoenix client is imported on first use: `import ci` stays free of it.
+The Phoenix client is imported on first use: `import plangate.ci` stays free of it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ci._phoenix_server import PhoenixError
+from plangate.ci._phoenix_server import PhoenixError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,7 +126,7 @@ def golden_from_phoenix(
     import httpx
     from phoenix.client import Client
 
-    from replay import dataset_from_traces, from_phoenix_dataframe, write_dataset
+    from plangate.replay import dataset_from_traces, from_phoenix_dataframe, write_dataset
 
     client = Client(base_url=url)
     try:

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
-    from ci._gate import Verdict
-    from ci._phoenix import AnnotationReport
-    from ci._phoenix_export import PhoenixExport
+    from plangate.ci._gate import Verdict
+    from plangate.ci._phoenix import AnnotationReport
+    from plangate.ci._phoenix_export import PhoenixExport
 
 SCORE_COLUMNS = ("session_id", "turn_index", "evaluator", "score", "passed", "label", "explanation")
 
@@ -28,7 +28,7 @@ def publish_verdict(export: PhoenixExport, verdict: Verdict) -> tuple[Verdict, l
     """Annotate every replayed repeat in Phoenix; the verdict with trace links, and problems."""
     from phoenix.client import Client
 
-    from ci._phoenix import annotate, project_id, trace_url
+    from plangate.ci._phoenix import annotate, project_id, trace_url
 
     client = Client(base_url=export.url)
     problems: list[str] = []

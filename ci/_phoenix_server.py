@@ -25,7 +25,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import PlangateError
+from plangate.harness import PlangateError
 
 SERVER_REQUIREMENT = "arize-phoenix>=20.8,<21"
 """The server versions plangate is tested with (20.26.1); the client needs at least 20.8."""

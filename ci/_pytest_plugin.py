@@ -36,8 +36,8 @@ import pytest
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
 
-    from ci._gate import Case, CaseResult, Verdict
-    from ci._gate_file import GateFile, Side
+    from plangate.ci._gate import Case, CaseResult, Verdict
+    from plangate.ci._gate_file import GateFile, Side
 
 
 class ItemFailed(Exception):
@@ -70,9 +70,9 @@ class GateRun:
     def _run(self) -> Verdict | None:
         import asyncio
 
-        from ci._gate import run_gate
-        from ci._gate_cli import write_outputs
-        from harness import PlangateError
+        from plangate.ci._gate import run_gate
+        from plangate.ci._gate_cli import write_outputs
+        from plangate.harness import PlangateError
 
         try:
             verdict = asyncio.run(run_gate(self.gate))
@@ -133,9 +133,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def load_run(config: pytest.Config, option: str) -> GateRun:
     """The gate file and its cases; any problem is a usage error naming the file and the key."""
-    from ci._gate import gate_cases
-    from ci._gate_file import load_gate
-    from harness import PlangateError
+    from plangate.ci._gate import gate_cases
+    from plangate.ci._gate_file import load_gate
+    from plangate.harness import PlangateError
 
     repeats = config.getoption("plangate_repeats")
     if repeats is not None and repeats < 1:

@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from ci._gate import CaseResult, NoiseFloor, Verdict
-from ci._html_report import html_report
+from plangate.ci._gate import CaseResult, NoiseFloor, Verdict
+from plangate.ci._html_report import html_report
 
 MAX_CASES_IN_SUMMARY = 20
 FAILING = ("regressed", "below_minimum")

@@ -9,7 +9,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness import Agent, PlangateError, SessionStore, get_domain, load_variant, model_from_spec
+from plangate.harness import (
+    Agent,
+    PlangateError,
+    SessionStore,
+    get_domain,
+    load_variant,
+    model_from_spec,
+)
 
 DEFAULT_STORE = ".plangate/runs.db"
 
@@ -84,7 +91,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def run_resume(args: argparse.Namespace) -> int:
     """Approve, edit or reject a proposed plan, or continue an interrupted turn."""
-    from ci._cli import print_trajectory
+    from plangate.ci._cli import print_trajectory
 
     session = _session(args)
     if args.plan:

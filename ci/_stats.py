@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 # pass@k and pass^k live with the evaluators' repeat scores; the gate uses the same functions.
-from evaluators import pass_at_k as pass_at_k
-from evaluators import pass_hat_k as pass_hat_k
+from plangate.evaluators import pass_at_k as pass_at_k
+from plangate.evaluators import pass_hat_k as pass_hat_k
 
 Decision = Literal["regression", "improvement", "no_change"]
 """What a run of pass/fail flips says about the candidate compared with the baseline."""

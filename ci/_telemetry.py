@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import ConfigError
+from plangate.harness import ConfigError
 
 Exporter = Literal["memory", "otlp", "none"]
 """Where spans go."""

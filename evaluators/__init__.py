@@ -1,7 +1,7 @@
 """Evaluators: pure, versioned functions of a trace table that score every turn."""
 
-from evaluators._frame import TraceFrame, prepare
-from evaluators._registry import (
+from plangate.evaluators._frame import TraceFrame, prepare
+from plangate.evaluators._registry import (
     SCORE_SCHEMA,
     Evaluator,
     EvaluatorError,
@@ -9,8 +9,14 @@ from evaluators._registry import (
     evaluator,
     evaluators,
 )
-from evaluators._repeats import RepeatScore, pass_at_k, pass_hat_k, repeat_scores, task_outcomes
-from evaluators._rubric import (
+from plangate.evaluators._repeats import (
+    RepeatScore,
+    pass_at_k,
+    pass_hat_k,
+    repeat_scores,
+    task_outcomes,
+)
+from plangate.evaluators._rubric import (
     RUBRIC_VERSION,
     AnswerCheck,
     Rubric,

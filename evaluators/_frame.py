@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from replay import validate_table
+from plangate.replay import validate_table
 
 TURN_KEY = ["session_id", "turn_index"]
 

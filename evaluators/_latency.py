@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from evaluators._frame import TURN_KEY, TraceFrame
-from evaluators._registry import evaluator
-from evaluators._rubric import Rubric, RubricSet
+from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._registry import evaluator
+from plangate.evaluators._rubric import Rubric, RubricSet
 
 COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 NAME = "latency"

@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from evaluators._frame import TURN_KEY, TraceFrame
-from evaluators._registry import evaluator
-from evaluators._rubric import RubricSet
-from harness import call_runs
+from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._registry import evaluator
+from plangate.evaluators._rubric import RubricSet
+from plangate.harness import call_runs
 
 COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 

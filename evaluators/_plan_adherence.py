@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluators._frame import TURN_KEY, TraceFrame
-from evaluators._registry import evaluator
-from evaluators._rubric import RubricSet
+from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._registry import evaluator
+from plangate.evaluators._rubric import RubricSet
 
 PLAN_TOOLS: frozenset[str] = frozenset(
     {"todo_write", "todo_update", "todo_read",

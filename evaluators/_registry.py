@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from evaluators._frame import TURN_KEY, TraceFrame, prepare
-from evaluators._rubric import RubricSet
-from harness import PlangateError
+from plangate.evaluators._frame import TURN_KEY, TraceFrame, prepare
+from plangate.evaluators._rubric import RubricSet
+from plangate.harness import PlangateError
 
 SCORE_SCHEMA = pa.schema(
     [
@@ -134,8 +134,8 @@ def _missing(value: Any) -> bool:
 
 def _load_builtin() -> None:
     # Importing the modules registers their evaluators.
-    import evaluators._latency
-    import evaluators._loops
-    import evaluators._plan_adherence
-    import evaluators._task_completion
-    import evaluators._trajectory  # noqa: F401
+    import plangate.evaluators._latency
+    import plangate.evaluators._loops
+    import plangate.evaluators._plan_adherence
+    import plangate.evaluators._task_completion
+    import plangate.evaluators._trajectory  # noqa: F401

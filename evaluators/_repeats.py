@@ -15,7 +15,7 @@ from math import comb
 import pandas as pd
 import pyarrow as pa
 
-from harness import PlangateError
+from plangate.harness import PlangateError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from harness import PlangateError
+from plangate.harness import PlangateError
 
 RUBRIC_VERSION = 1
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from evaluators._frame import TURN_KEY, TraceFrame
-from evaluators._registry import evaluator
-from evaluators._rubric import Rubric, RubricSet
+from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._registry import evaluator
+from plangate.evaluators._rubric import Rubric, RubricSet
 
 OPEN = ("pending", "in_progress")
 _MARK = {

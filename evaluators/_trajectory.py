@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from evaluators._frame import TURN_KEY, TraceFrame
-from evaluators._plan_adherence import CONTROL_TOOLS, PLAN_TOOLS
-from evaluators._registry import evaluator
-from evaluators._rubric import Rubric, RubricSet, ToolExpectation
+from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._plan_adherence import CONTROL_TOOLS, PLAN_TOOLS
+from plangate.evaluators._registry import evaluator
+from plangate.evaluators._rubric import Rubric, RubricSet, ToolExpectation
 
 COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))

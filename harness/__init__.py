@@ -2,16 +2,23 @@
 
 from typing import TYPE_CHECKING, Any
 
-from harness._agent import Agent, Session, SessionError
-from harness._checkpoints import Checkpoints
-from harness._context import build_context, system_prompt, written_tool_call
-from harness._domain import CallSpec, Domain, TaskSpec, domain_names, get_domain, register_domain
-from harness._errors import ConfigError, PlangateError
-from harness._features import Feature
-from harness._harness_plan import HarnessPlan
-from harness._loops import CallRun, Runs, call_key, call_runs, identical_runs, trailing_run
-from harness._memory import Memory, MemoryPathError
-from harness._messages import (
+from plangate.harness._agent import Agent, Session, SessionError
+from plangate.harness._checkpoints import Checkpoints
+from plangate.harness._context import build_context, system_prompt, written_tool_call
+from plangate.harness._domain import (
+    CallSpec,
+    Domain,
+    TaskSpec,
+    domain_names,
+    get_domain,
+    register_domain,
+)
+from plangate.harness._errors import ConfigError, PlangateError
+from plangate.harness._features import Feature
+from plangate.harness._harness_plan import HarnessPlan
+from plangate.harness._loops import CallRun, Runs, call_key, call_runs, identical_runs, trailing_run
+from plangate.harness._memory import Memory, MemoryPathError
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -26,8 +33,8 @@ from harness._messages import (
     message_from_dict,
     message_to_dict,
 )
-from harness._model import Model, ModelError
-from harness._plan import (
+from plangate.harness._model import Model, ModelError
+from plangate.harness._plan import (
     PLAN_HEADER,
     PlanItem,
     PlanState,
@@ -38,16 +45,21 @@ from harness._plan import (
     snapshot,
     status_line,
 )
-from harness._references import ResultReferences
-from harness._scripted import FunctionModel, ScriptedModel, SeenRequest, UnexpectedModelCall
-from harness._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
-from harness._skills import Skill, Skills
-from harness._spec import model_from_spec
-from harness._store import SavedSession, SessionStore, StoreError
-from harness._subagents import Subagents
-from harness._todo import TodoList, todo_tools
-from harness._tokens import count_message_tokens, count_tokens
-from harness._tools import (
+from plangate.harness._references import ResultReferences
+from plangate.harness._scripted import (
+    FunctionModel,
+    ScriptedModel,
+    SeenRequest,
+    UnexpectedModelCall,
+)
+from plangate.harness._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
+from plangate.harness._skills import Skill, Skills
+from plangate.harness._spec import model_from_spec
+from plangate.harness._store import SavedSession, SessionStore, StoreError
+from plangate.harness._subagents import Subagents
+from plangate.harness._todo import TodoList, todo_tools
+from plangate.harness._tokens import count_message_tokens, count_tokens
+from plangate.harness._tools import (
     Tool,
     ToolResult,
     ToolRetry,
@@ -57,10 +69,10 @@ from harness._tools import (
     tool,
     validate,
 )
-from harness._tracing import SessionTracing
-from harness._trigger import needs_plan, split_tasks
-from harness._turn import Event, EventKind, StopReason, ToolCallRecord, Turn, TurnResult
-from harness._variant import (
+from plangate.harness._tracing import SessionTracing
+from plangate.harness._trigger import needs_plan, split_tasks
+from plangate.harness._turn import Event, EventKind, StopReason, ToolCallRecord, Turn, TurnResult
+from plangate.harness._variant import (
     GuardSettings,
     PlanSettings,
     TurnSettings,
@@ -71,16 +83,16 @@ from harness._variant import (
 )
 
 if TYPE_CHECKING:
-    from harness._openai import OpenAIModel
+    from plangate.harness._openai import OpenAIModel
 
 
 def __getattr__(name: str) -> Any:
     # The `openai` package takes about a second to import; only pay for it when it is used.
     if name == "OpenAIModel":
-        from harness._openai import OpenAIModel
+        from plangate.harness._openai import OpenAIModel
 
         return OpenAIModel
-    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    raise AttributeError(f"module 'plangate.harness' has no attribute {name!r}")
 
 
 __all__ = [

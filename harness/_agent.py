@@ -21,14 +21,14 @@ from typing import Any, Literal
 
 from opentelemetry.trace import TracerProvider
 
-from harness import _context as prompts
-from harness._dialects import make_plan, plan_tools
-from harness._errors import PlangateError
-from harness._feature_set import build_features
-from harness._features import Feature, alive
-from harness._harness_plan import HarnessPlan
-from harness._loops import call_key, trailing_run
-from harness._messages import (
+from plangate.harness import _context as prompts
+from plangate.harness._dialects import make_plan, plan_tools
+from plangate.harness._errors import PlangateError
+from plangate.harness._feature_set import build_features
+from plangate.harness._features import Feature, alive
+from plangate.harness._harness_plan import HarnessPlan
+from plangate.harness._loops import call_key, trailing_run
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -43,8 +43,8 @@ from harness._messages import (
     message_to_dict,
     parse_object,
 )
-from harness._model import Model, ModelError
-from harness._plan import (
+from plangate.harness._model import Model, ModelError
+from plangate.harness._plan import (
     PlanItem,
     incomplete,
     is_open,
@@ -53,9 +53,9 @@ from harness._plan import (
     snapshot,
     status_line,
 )
-from harness._store import SessionStore, Status
-from harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
-from harness._tracing import (
+from plangate.harness._store import SessionStore, Status
+from plangate.harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
+from plangate.harness._tracing import (
     ITERATIONS,
     OUTPUT_VALUE,
     PLAN,
@@ -64,8 +64,8 @@ from harness._tracing import (
     SessionTracing,
     SpanHandle,
 )
-from harness._trigger import needs_plan
-from harness._turn import (
+from plangate.harness._trigger import needs_plan
+from plangate.harness._turn import (
     CONTINUE,
     Continue,
     Event,
@@ -76,7 +76,7 @@ from harness._turn import (
     Turn,
     TurnResult,
 )
-from harness._variant import Variant
+from plangate.harness._variant import Variant
 
 STATE_VERSION = 1
 REJECTED = "Plan was rejected during review."

@@ -22,20 +22,20 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness._features import Feature
-from harness._messages import (
+from plangate.harness._features import Feature
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from harness._model import ModelError
-from harness._tokens import count_message_tokens, count_tokens
+from plangate.harness._model import ModelError
+from plangate.harness._tokens import count_message_tokens, count_tokens
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn
 
 logger = logging.getLogger("plangate.checkpoints")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from harness._messages import Message, SystemMessage
-from harness._variant import Variant
+from plangate.harness._messages import Message, SystemMessage
+from plangate.harness._variant import Variant
 
 BASE_PROMPT = (
     "You are a careful assistant that completes every task the user asks for, using the tools "

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
-from harness._plan import PlanItem, ready_items, render_plan
-from harness._tools import Tool, ToolRetry, tool
+from plangate.harness._plan import PlanItem, ready_items, render_plan
+from plangate.harness._tools import Tool, ToolRetry, tool
 
 DEFAULT_MAX_PLAN_STEPS = 20
 """At most this many steps in a plan, unless the variant says otherwise."""

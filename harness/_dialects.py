@@ -12,13 +12,13 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from harness._harness_plan import HarnessPlan
-from harness._todo import TodoList, todo_tools
-from harness._tools import Tool
-from harness._variant import PlanSettings
+from plangate.harness._harness_plan import HarnessPlan
+from plangate.harness._todo import TodoList, todo_tools
+from plangate.harness._tools import Tool
+from plangate.harness._variant import PlanSettings
 
 if TYPE_CHECKING:
-    from harness._dependency_plan import DependencyPlan
+    from plangate.harness._dependency_plan import DependencyPlan
 
 Propose = Callable[[list[dict[str, Any]]], str]
 """Receives a checked plan that needs approval; returns what the model is told."""
@@ -31,7 +31,7 @@ def make_plan(settings: PlanSettings) -> TodoList | HarnessPlan | DependencyPlan
     if settings.dialect == "harness":
         return HarnessPlan()
     if settings.dialect == "dependency":
-        from harness._dependency_plan import DependencyPlan
+        from plangate.harness._dependency_plan import DependencyPlan
 
         return DependencyPlan(
             max_plan_steps=settings.max_plan_steps,
@@ -49,7 +49,7 @@ def plan_tools(
         return todo_tools(plan, show_plan=show)
     if plan is None or isinstance(plan, HarnessPlan):
         return []
-    from harness._dependency_plan import DependencyPlan, dependency_tools
+    from plangate.harness._dependency_plan import DependencyPlan, dependency_tools
 
     tools = dependency_tools(plan, show_plan=show)
     if not settings.approve_plan:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness._errors import ConfigError
-from harness._loops import call_key
-from harness._messages import canonical_json
-from harness._tools import Tool
+from plangate.harness._errors import ConfigError
+from plangate.harness._loops import call_key
+from plangate.harness._messages import canonical_json
+from plangate.harness._tools import Tool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,4 +96,4 @@ def get_domain(name: str) -> Domain:
 
 
 def _load_builtin() -> None:
-    import harness.domains  # noqa: F401 - registers the built-in domains
+    import plangate.harness.domains  # noqa: F401 - registers the built-in domains

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness._checkpoints import Checkpoints
-from harness._features import Feature
-from harness._memory import Memory
-from harness._references import ResultReferences
-from harness._skills import Skills
-from harness._subagents import Subagents
+from plangate.harness._checkpoints import Checkpoints
+from plangate.harness._features import Feature
+from plangate.harness._memory import Memory
+from plangate.harness._references import ResultReferences
+from plangate.harness._skills import Skills
+from plangate.harness._subagents import Subagents
 
 if TYPE_CHECKING:
-    from harness._agent import Session
+    from plangate.harness._agent import Session
 
 
 def build_features(session: Session) -> list[Feature]:

@@ -18,12 +18,12 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness._messages import Message, SystemMessage, ToolCall
-from harness._tools import Tool
+from plangate.harness._messages import Message, SystemMessage, ToolCall
+from plangate.harness._tools import Tool
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn, TurnResult
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn, TurnResult
 
 
 class Feature:

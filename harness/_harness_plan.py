@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness._plan import PLAN_HEADER, PlanItem, render_item
-from harness._trigger import split_tasks
+from plangate.harness._plan import PLAN_HEADER, PlanItem, render_item
+from plangate.harness._trigger import split_tasks
 
 
 class HarnessPlan:

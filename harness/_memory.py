@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness._errors import ConfigError, PlangateError
-from harness._features import Feature
-from harness._messages import Message, SystemMessage, UserMessage
-from harness._model import ModelError
-from harness._tracing import (
+from plangate.harness._errors import ConfigError, PlangateError
+from plangate.harness._features import Feature
+from plangate.harness._messages import Message, SystemMessage, UserMessage
+from plangate.harness._model import ModelError
+from plangate.harness._tracing import (
     INPUT_MIME_TYPE,
     INPUT_VALUE,
     METADATA,
@@ -42,8 +42,8 @@ from harness._tracing import (
 )
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn, TurnResult
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn, TurnResult
 
 logger = logging.getLogger("plangate.memory")
 

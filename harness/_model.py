@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from harness._errors import PlangateError
-from harness._messages import Message, ModelResponse, ToolDefinition
+from plangate.harness._errors import PlangateError
+from plangate.harness._messages import Message, ModelResponse, ToolDefinition
 
 
 @runtime_checkable

@@ -19,8 +19,8 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from harness._errors import ConfigError
-from harness._messages import (
+from plangate.harness._errors import ConfigError
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -31,7 +31,7 @@ from harness._messages import (
     Usage,
     UserMessage,
 )
-from harness._model import ModelError
+from plangate.harness._model import ModelError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint used when neither base-URL variable is set."""

@@ -35,16 +35,16 @@ import textwrap
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness._errors import ConfigError
-from harness._features import Feature
-from harness._messages import ToolCall
-from harness._skills import LOAD_SKILL
-from harness._tools import Tool, ToolRetry, tool
-from harness._turn import FINISH
+from plangate.harness._errors import ConfigError
+from plangate.harness._features import Feature
+from plangate.harness._messages import ToolCall
+from plangate.harness._skills import LOAD_SKILL
+from plangate.harness._tools import Tool, ToolRetry, tool
+from plangate.harness._turn import FINISH
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn
 
 logger = logging.getLogger("plangate.references")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from harness._messages import (
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -13,7 +13,7 @@ from harness._messages import (
     ToolDefinition,
     Usage,
 )
-from harness._model import ModelError
+from plangate.harness._model import ModelError
 
 Step = ModelResponse | AssistantMessage | ToolCall | str | ModelError
 """One scripted answer: a full response, a message, a single tool call, text, or an error."""

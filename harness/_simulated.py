@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard, get_args
 
-from harness._domain import CallSpec, TaskSpec
-from harness._messages import (
+from plangate.harness._domain import CallSpec, TaskSpec
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -42,7 +42,7 @@ from harness._messages import (
     UserMessage,
     canonical_json,
 )
-from harness._plan import PLAN_HEADER
+from plangate.harness._plan import PLAN_HEADER
 
 Behaviour = Literal[
     "diligent", "forgetful", "early-finisher", "looper", "announcer", "churner", "silent", "flaky"

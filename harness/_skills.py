@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness._errors import ConfigError
-from harness._features import Feature
-from harness._tools import Tool, ToolRetry, tool
+from plangate.harness._errors import ConfigError
+from plangate.harness._features import Feature
+from plangate.harness._tools import Tool, ToolRetry, tool
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn
 
 logger = logging.getLogger("plangate.skills")
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from harness._errors import PlangateError
+from plangate.harness._errors import PlangateError
 
 Status = Literal["idle", "running", "awaiting_approval"]
 """Where a saved session stands."""

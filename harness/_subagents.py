@@ -15,14 +15,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness._features import Feature
-from harness._tools import Tool, ToolRetry, tool
-from harness._turn import FINISH, TurnResult
-from harness._variant import ContextSettings, GuardSettings, Variant
+from plangate.harness._features import Feature
+from plangate.harness._tools import Tool, ToolRetry, tool
+from plangate.harness._turn import FINISH, TurnResult
+from plangate.harness._variant import ContextSettings, GuardSettings, Variant
 
 if TYPE_CHECKING:
-    from harness._agent import Session
-    from harness._turn import Turn
+    from plangate.harness._agent import Session
+    from plangate.harness._turn import Turn
 
 DELEGATE = "delegate"
 SUBAGENT_INSTRUCTIONS = (

@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
-from harness._plan import PlanItem, PlanStatus, render_plan
-from harness._tools import Tool, ToolRetry, tool
+from plangate.harness._plan import PlanItem, PlanStatus, render_plan
+from plangate.harness._tools import Tool, ToolRetry, tool
 
 StatusSet = Literal["two", "four"]
 """`two`: pending / completed; `four`: pending / in_progress / completed / blocked."""

@@ -37,7 +37,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from harness._messages import AssistantMessage, Message, ToolMessage
+from plangate.harness._messages import AssistantMessage, Message, ToolMessage
 
 MESSAGE_OVERHEAD = 4
 """Tokens a chat format adds around each message (role and separators)."""

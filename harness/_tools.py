@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from harness._messages import ToolCall, ToolDefinition, canonical_json, parse_json
+from plangate.harness._messages import ToolCall, ToolDefinition, canonical_json, parse_json
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 

@@ -36,7 +36,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
-from harness._messages import (
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness._messages import (
+from plangate.harness._messages import (
     Message,
     SystemMessage,
     ToolDefinition,
@@ -18,8 +18,8 @@ from harness._messages import (
     message_from_dict,
     message_to_dict,
 )
-from harness._plan import PlanItem
-from harness._tools import Tool
+from plangate.harness._plan import PlanItem
+from plangate.harness._tools import Tool
 
 StopReason = Literal[
     "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"

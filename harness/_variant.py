@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from harness._errors import ConfigError
+from plangate.harness._errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +112,7 @@ class Variant:
 
 def builtin_variants() -> list[str]:
     """The names of the variants that ship with plangate."""
-    folder = resources.files("harness") / "variants"
+    folder = resources.files("plangate.harness") / "variants"
     return sorted(
         p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
     )
@@ -133,7 +133,7 @@ def load_variant(name_or_path: str | Path) -> Variant:
         raise ConfigError(
             f"unknown variant {text!r}; choose one of: {choices} (or give a path to a .toml file)"
         )
-    source = (resources.files("harness") / "variants" / f"{text}.toml").read_text("utf-8")
+    source = (resources.files("plangate.harness") / "variants" / f"{text}.toml").read_text("utf-8")
     return parse_variant(source, f"{text}.toml")
 
 

@@ -1,6 +1,6 @@
 """Trace tables, importers, and (later) golden datasets and replay."""
 
-from replay._cassette import (
+from plangate.replay._cassette import (
     CassetteError,
     CassetteModel,
     Exchange,
@@ -11,24 +11,24 @@ from replay._cassette import (
     fingerprint,
     recording_tools,
 )
-from replay._dataset import (
+from plangate.replay._dataset import (
     DatasetError,
     GoldenDataset,
     read_dataset,
     validate_dataset,
     write_dataset,
 )
-from replay._exporter import TraceTableExporter, trace_table_provider
-from replay._from_traces import dataset_from_traces
-from replay._import_messages import rows_from_messages
-from replay._import_otlp import otlp_json_from_spans
-from replay._import_phoenix import from_phoenix_dataframe
-from replay._importers import import_formats, import_traces, importer
-from replay._openinference import SpanEvent, SpanRecord, rows_from_spans
-from replay._record import SessionRequest, load_requests, record, steps
-from replay._redact import Redactor
-from replay._replay import Divergence, ReplayResult, first_divergence, replay_turn
-from replay._schema import (
+from plangate.replay._exporter import TraceTableExporter, trace_table_provider
+from plangate.replay._from_traces import dataset_from_traces
+from plangate.replay._import_messages import rows_from_messages
+from plangate.replay._import_otlp import otlp_json_from_spans
+from plangate.replay._import_phoenix import from_phoenix_dataframe
+from plangate.replay._importers import import_formats, import_traces, importer
+from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
+from plangate.replay._record import SessionRequest, load_requests, record, steps
+from plangate.replay._redact import Redactor
+from plangate.replay._replay import Divergence, ReplayResult, first_divergence, replay_turn
+from plangate.replay._schema import (
     COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,

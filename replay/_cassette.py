@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness import (
+from plangate.harness import (
     AssistantMessage,
     Message,
     ModelError,
@@ -32,7 +32,7 @@ from harness import (
     message_from_dict,
     message_to_dict,
 )
-from replay._schema import canonical_arguments
+from plangate.replay._schema import canonical_arguments
 
 
 class CassetteError(ModelError):
@@ -185,7 +185,7 @@ def recording_tools(tools: Sequence[Tool], recorder: Recorder) -> list[Tool]:
 def _recording(tool: Tool, recorder: Recorder) -> Tool:
     import dataclasses
 
-    from harness import render_result
+    from plangate.harness import render_result
 
     async def run(**arguments: Any) -> Any:
         try:

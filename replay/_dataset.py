@@ -30,9 +30,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness import PlangateError
-from replay._cassette import Exchange, ToolRecord
-from replay._schema import SCHEMA, validate_table
+from plangate.harness import PlangateError
+from plangate.replay._cassette import Exchange, ToolRecord
+from plangate.replay._schema import SCHEMA, validate_table
 
 DATASET_VERSION = 1
 MANIFEST = "manifest.json"

@@ -17,14 +17,14 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, Tra
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
-from replay._openinference import (
+from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
     StatusCode,
     rows_from_spans,
     time_from_nanos,
 )
-from replay._schema import build_table, empty_table
+from plangate.replay._schema import build_table, empty_table
 
 logger = logging.getLogger("plangate.replay")
 

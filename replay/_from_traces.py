@@ -23,8 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replay._cassette import fingerprint_of
-from replay._dataset import (
+from plangate.replay._cassette import fingerprint_of
+from plangate.replay._dataset import (
     MODEL_CASSETTE,
     SESSIONS,
     TOOL_CASSETTE,
@@ -33,7 +33,7 @@ from replay._dataset import (
     GoldenDataset,
     table_of,
 )
-from replay._schema import canonical_arguments
+from plangate.replay._schema import canonical_arguments
 
 Row = dict[str, Any]
 _OUTPUT = "llm.output_messages.0.message."

@@ -41,9 +41,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness import canonical_json
-from replay._importers import importer
-from replay._schema import (
+from plangate.harness import canonical_json
+from plangate.replay._importers import importer
+from plangate.replay._schema import (
     ATTRIBUTES,
     END_TIME,
     EVENTS,

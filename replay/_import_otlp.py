@@ -21,15 +21,15 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 
-from replay._importers import importer
-from replay._openinference import (
+from plangate.replay._importers import importer
+from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
     StatusCode,
     rows_from_spans,
     time_from_nanos,
 )
-from replay._schema import TraceTableError, build_table
+from plangate.replay._schema import TraceTableError, build_table
 
 SOURCE = "otlp"
 

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from replay._importers import importer
-from replay._openinference import (
+from plangate.replay._importers import importer
+from plangate.replay._openinference import (
     SPAN_KIND,
     SpanEvent,
     SpanRecord,
@@ -37,7 +37,7 @@ from replay._openinference import (
     rows_from_spans,
     time_from_nanos,
 )
-from replay._schema import TraceTableError, build_table, to_utc
+from plangate.replay._schema import TraceTableError, build_table, to_utc
 
 SOURCE = "phoenix"
 SPAN_ID = "context.span_id"

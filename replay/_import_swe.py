@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from harness import canonical_json
-from replay._import_messages import (
+from plangate.harness import canonical_json
+from plangate.replay._import_messages import (
     AGENT_SPAN_NAME,
     LLM_SPAN_NAME,
     TOOL_SPAN_PREFIX,
@@ -39,8 +39,8 @@ from replay._import_messages import (
     text_of,
     trace_id_for,
 )
-from replay._importers import importer
-from replay._schema import (
+from plangate.replay._importers import importer
+from plangate.replay._schema import (
     ATTRIBUTES,
     INPUT_VALUE,
     ITERATION,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from replay._import_messages import (
+from plangate.replay._import_messages import (
     Row,
     load_json,
     located,
@@ -21,8 +21,8 @@ from replay._import_messages import (
     require,
     rows_from_messages,
 )
-from replay._importers import importer
-from replay._schema import TraceTableError, build_table
+from plangate.replay._importers import importer
+from plangate.replay._schema import TraceTableError, build_table
 
 SOURCE_TAU_BENCH = "tau-bench"
 SOURCE_TAU2 = "tau2"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from replay._schema import TraceTableError, concat_tables
+from plangate.replay._schema import TraceTableError, concat_tables
 
 Importer = Callable[[Path], pa.Table]
 """Reads one file into a trace table."""
@@ -55,8 +55,8 @@ def import_traces(format: str, paths: Sequence[str | Path]) -> pa.Table:
 
 def _load_builtin() -> None:
     # Importing the modules registers their formats.
-    import replay._import_messages
-    import replay._import_otlp
-    import replay._import_phoenix
-    import replay._import_swe
-    import replay._import_tau  # noqa: F401 - registers tau-bench and tau2
+    import plangate.replay._import_messages
+    import plangate.replay._import_otlp
+    import plangate.replay._import_phoenix
+    import plangate.replay._import_swe
+    import plangate.replay._import_tau  # noqa: F401 - registers tau-bench and tau2

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import replay._schema as schema
-from replay._schema import SPAN_KINDS, STATUS_CODES, TraceTableError, canonical_arguments
+import plangate.replay._schema as schema
+from plangate.replay._schema import SPAN_KINDS, STATUS_CODES, TraceTableError, canonical_arguments
 
 SPAN_KIND = "openinference.span.kind"
 SESSION_ID = "session.id"

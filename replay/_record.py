@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.sdk.trace import SpanProcessor
 
-from harness import (
+from plangate.harness import (
     Agent,
     Memory,
     Session,
@@ -26,8 +26,8 @@ from harness import (
     message_to_dict,
     model_from_spec,
 )
-from replay._cassette import Recorder, RecordingModel, fingerprint_of, recording_tools
-from replay._dataset import (
+from plangate.replay._cassette import Recorder, RecordingModel, fingerprint_of, recording_tools
+from plangate.replay._dataset import (
     MODEL_CASSETTE,
     SESSIONS,
     TOOL_CASSETTE,
@@ -36,9 +36,9 @@ from replay._dataset import (
     GoldenDataset,
     table_of,
 )
-from replay._exporter import trace_table_provider
-from replay._redact import Redactor
-from replay._schema import concat_tables
+from plangate.replay._exporter import trace_table_provider
+from plangate.replay._redact import Redactor
+from plangate.replay._schema import concat_tables
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

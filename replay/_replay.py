@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pyarrow as pa
 from opentelemetry.sdk.trace import SpanProcessor
 
-from harness import (
+from plangate.harness import (
     Agent,
     Model,
     Tool,
@@ -30,10 +30,10 @@ from harness import (
     load_variant,
     model_from_spec,
 )
-from replay._cassette import CassetteModel, calls_of, cassette_tools
-from replay._dataset import DatasetError, GoldenDataset
-from replay._exporter import trace_table_provider
-from replay._record import steps
+from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
+from plangate.replay._dataset import DatasetError, GoldenDataset
+from plangate.replay._exporter import trace_table_provider
+from plangate.replay._record import steps
 
 ToolSource = Literal["cassette", "live"]
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import PlangateError, canonical_arguments_text, canonical_json
+from plangate.harness import PlangateError, canonical_arguments_text, canonical_json
 
 SCHEMA_NAME = "plangate.trace_table"
 SCHEMA_VERSION = 1

@@ -9,7 +9,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import Agent, Model, ScriptedModel, Tool, ToolCall, TurnResult, load_variant, tool
+from plangate.harness import (
+    Agent,
+    Model,
+    ScriptedModel,
+    Tool,
+    ToolCall,
+    TurnResult,
+    load_variant,
+    tool,
+)
 
 
 @tool
@@ -80,7 +89,7 @@ def turn_rows(
     """
     from datetime import UTC, datetime, timedelta
 
-    from replay import canonical_arguments
+    from plangate.replay import canonical_arguments
 
     def at(offset: float) -> datetime | None:
         return (
@@ -132,7 +141,7 @@ def plangate(
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `plangate` command line in a child process."""
     return subprocess.run(
-        [sys.executable, "-m", "ci", *args],
+        [sys.executable, "-m", "plangate", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

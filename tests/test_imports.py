@@ -12,7 +12,15 @@ import json
 import subprocess
 import sys
 
-PACKAGES = ("harness", "replay", "evaluators", "ci", "ci._pytest_plugin", "ci._cli")
+PACKAGES = (
+    "plangate",
+    "plangate.harness",
+    "plangate.replay",
+    "plangate.evaluators",
+    "plangate.ci",
+    "plangate.ci._pytest_plugin",
+    "plangate.ci._cli",
+)
 """What `import plangate`'s users, pytest (the plugin) and the `plangate` command import."""
 
 

@@ -1,5 +1,5 @@
 """The built-in demo domains; importing this package registers them."""
 
-from harness.domains import observability, support
+from plangate.harness.domains import observability, support
 
 __all__ = ["observability", "support"]

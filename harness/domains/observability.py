@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from harness._domain import CallSpec, Domain, TaskSpec, register_domain
-from harness._tools import Tool, ToolRetry, tool
+from plangate.harness._domain import CallSpec, Domain, TaskSpec, register_domain
+from plangate.harness._tools import Tool, ToolRetry, tool
 
 Kind = Literal["LLM", "TOOL", "CHAIN", "AGENT"]
 Status = Literal["OK", "ERROR"]

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any, Literal
 
-from harness._domain import CallSpec, Domain, TaskSpec, register_domain
-from harness._tools import Tool, ToolRetry, tool
+from plangate.harness._domain import CallSpec, Domain, TaskSpec, register_domain
+from plangate.harness._tools import Tool, ToolRetry, tool
 
 OrderStatus = Literal["processing", "shipped", "delivered", "cancelled"]
 RefundReason = Literal["damaged", "wrong_item", "not_delivered", "changed_mind"]

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from evaluators import evaluate, evaluators, prepare
-from harness import call_runs
-from replay import SCHEMA, canonical_arguments, validate_table
+from plangate.evaluators import evaluate, evaluators, prepare
+from plangate.harness import call_runs
+from plangate.replay import SCHEMA, canonical_arguments, validate_table
 
 TURNS = 10_000
 CALLS_PER_TURN = 20

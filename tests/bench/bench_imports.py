@@ -1,4 +1,4 @@
-"""Import time: what `import harness, replay, evaluators, ci` costs a fresh interpreter.
+"""Import time: what importing plangate's four packages costs a fresh interpreter.
 
 Each statement runs in `RUNS` fresh interpreters; the table gives the median wall time of the
 whole process (interpreter start included: the bare interpreter's row is that part) and, from
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from rich.table import Table
 
 RUNS = 7
+PACKAGES = ("plangate.harness", "plangate.replay", "plangate.evaluators", "plangate.ci")
 STATEMENTS = (
     ("bare interpreter", ()),
-    ("harness, replay, evaluators, ci", ("harness", "replay", "evaluators", "ci")),
-    ("the plangate command (ci._cli)", ("ci._cli",)),
-    ("the pytest plugin (ci._pytest_plugin)", ("ci._pytest_plugin",)),
+    ("the four packages", PACKAGES),
+    ("the plangate command", ("plangate.ci._cli",)),
+    ("the pytest plugin", ("plangate.ci._pytest_plugin",)),
     ("phoenix.client", ("phoenix.client",)),
 )
 

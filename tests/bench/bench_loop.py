@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ci import telemetry
-from harness import Agent, FunctionModel, ToolCall, TurnResult, load_variant, tool
+from plangate.ci import telemetry
+from plangate.harness import Agent, FunctionModel, ToolCall, TurnResult, load_variant, tool
 
 TOOL_CALLS = 20
 """Work tool calls per run."""

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import plangate
 
-PLANGATE = [sys.executable, "-m", "ci"]
+PLANGATE = [sys.executable, "-m", "plangate"]
 DEMO_REQUEST = (
     "Sort the LLM spans by latency, identify the bottlenecks, and write a report with "
     "suggested improvements."

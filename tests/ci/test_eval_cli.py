@@ -138,14 +138,14 @@ def test_import_of_a_malformed_file_names_record_and_field(tmp_path: Path) -> No
 
 
 def test_the_help_lists_every_import_format() -> None:
-    from ci._eval_cli import IMPORT_FORMATS
-    from replay import import_formats
+    from plangate.ci._eval_cli import IMPORT_FORMATS
+    from plangate.replay import import_formats
 
     assert tuple(import_formats()) == IMPORT_FORMATS
 
 
 def test_plangate_run_does_not_pay_for_pandas() -> None:
-    code = "import sys; import ci; ci.main(['variants']); print('pandas' in sys.modules)"
+    code = "import sys; import plangate.ci as ci; ci.main(['variants']); print('pandas' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )

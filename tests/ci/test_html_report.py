@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ci._gate import CaseResult, EvaluatorVerdict, Verdict
-from ci._html_report import html_report
-from ci._reports import write_reports
-from ci._stats import Interval
+from plangate.ci._gate import CaseResult, EvaluatorVerdict, Verdict
+from plangate.ci._html_report import html_report
+from plangate.ci._reports import write_reports
+from plangate.ci._stats import Interval
 from tests.conftest import REPO, find_chromium
 
 EXPLANATION = 'plan item left open <script>alert("x")</script> & it\'s gone'

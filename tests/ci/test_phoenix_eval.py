@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ci._phoenix import (
+from plangate.ci._phoenix import (
     AnnotationError,
     compare_url,
     joined_scores,
@@ -24,10 +24,10 @@ from ci._phoenix import (
     session_url,
     trace_url,
 )
-from ci._phoenix_dataset import ATTRIBUTE_OF_COLUMN, golden_examples, phoenix_spans
-from ci._phoenix_experiment import NamespacedSessions, run_coroutine
-from evaluators import evaluate
-from replay import build_table, read_dataset
+from plangate.ci._phoenix_dataset import ATTRIBUTE_OF_COLUMN, golden_examples, phoenix_spans
+from plangate.ci._phoenix_experiment import NamespacedSessions, run_coroutine
+from plangate.evaluators import evaluate
+from plangate.replay import build_table, read_dataset
 from tests.helpers import turn_rows
 
 GOLDEN = Path(__file__).resolve().parents[2] / "datasets" / "observability-core"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ci._gate import CaseResult
-from ci._pytest_plugin import ItemFailed, check_case
+from plangate.ci._gate import CaseResult
+from plangate.ci._pytest_plugin import ItemFailed, check_case
 from tests.conftest import REPO
 
 pytest_plugins = ["pytester"]
@@ -249,7 +249,15 @@ def test_a_flaky_case_is_skipped_not_failed() -> None:
         check_case(case("flaky"))
 
 
-HEAVY = ("pandas", "pyarrow", "numpy", "ci._gate", "ci._gate_file", "replay", "evaluators")
+HEAVY = (
+    "pandas",
+    "pyarrow",
+    "numpy",
+    "plangate.ci._gate",
+    "plangate.ci._gate_file",
+    "plangate.replay",
+    "plangate.evaluators",
+)
 
 
 def imported_by_plugin(code: str) -> list[str]:
@@ -258,7 +266,7 @@ def imported_by_plugin(code: str) -> list[str]:
 import sys
 {code}
 before = set(sys.modules)
-import ci._pytest_plugin
+import plangate.ci._pytest_plugin
 print(" ".join(sorted(m for m in {HEAVY!r} if m in sys.modules and m not in before)))
 """
     done = subprocess.run(
@@ -269,7 +277,7 @@ print(" ".join(sorted(m for m in {HEAVY!r} if m in sys.modules and m not in befo
 
 def test_importing_the_plugin_loads_no_data_stack() -> None:
     # pytest imports the plugin in every run of anyone who installs plangate.
-    assert imported_by_plugin("import ci") == []
+    assert imported_by_plugin("import plangate.ci") == []
     assert not {"pandas", "pyarrow"} & set(imported_by_plugin(""))
 
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from ci import telemetry
-from harness import ConfigError, ScriptedModel, ToolCall
+from plangate.ci import telemetry
+from plangate.harness import ConfigError, ScriptedModel, ToolCall
 from tests.helpers import agent
 from tests.otlp_collector import OtlpCollector
 
@@ -74,7 +74,7 @@ def test_cli_run_exports_over_otlp() -> None:
             [
                 sys.executable,
                 "-m",
-                "ci",
+                "plangate",
                 "run",
                 "Sort the LLM spans by latency",
                 "--otlp",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import evaluate, repeat_scores
-from replay import import_traces
+from plangate.evaluators import evaluate, repeat_scores
+from plangate.replay import import_traces
 
 
 def test_tau_bench_pass_hat_k_matches_the_published_table(corpus: Path) -> None:

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluators import Rubric, RubricSet, evaluate
-from evaluators._latency import latency_ratios, latency_summary, ratio_p50, ratio_p95
-from harness import Agent, SimulatedModel, get_domain, load_variant
-from replay import build_table
-from replay._exporter import trace_table_provider
+from plangate.evaluators import Rubric, RubricSet, evaluate
+from plangate.evaluators._latency import latency_ratios, latency_summary, ratio_p50, ratio_p95
+from plangate.harness import Agent, SimulatedModel, get_domain, load_variant
+from plangate.replay import build_table
+from plangate.replay._exporter import trace_table_provider
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Span = tuple[str, float | None, float | None, int | None]

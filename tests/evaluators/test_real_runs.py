@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from evaluators import Rubric, RubricSet, ToolExpectation, evaluate
-from harness import Agent, SimulatedModel, get_domain, load_variant
-from replay import trace_table_provider
+from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
+from plangate.harness import Agent, SimulatedModel, get_domain, load_variant
+from plangate.replay import trace_table_provider
 
 
 def run(

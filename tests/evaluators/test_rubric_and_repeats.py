@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators import RubricError, evaluate, load_rubrics, repeat_scores, rubric_from_dict
-from replay import build_table
+from plangate.evaluators import RubricError, evaluate, load_rubrics, repeat_scores, rubric_from_dict
+from plangate.replay import build_table
 from tests.helpers import turn_rows
 
 

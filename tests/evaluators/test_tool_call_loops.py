@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators import evaluate
-from harness import call_runs, identical_runs
-from replay import build_table
+from plangate.evaluators import evaluate
+from plangate.harness import call_runs, identical_runs
+from plangate.replay import build_table
 from tests.helpers import turn_rows
 
 A = ("search", {"q": "a"})

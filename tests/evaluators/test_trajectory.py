@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluators import Rubric, RubricSet, ToolExpectation, evaluate
-from harness import Agent, SimulatedModel, get_domain, load_variant
-from replay import build_table, canonical_arguments
-from replay._exporter import trace_table_provider
+from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
+from plangate.harness import Agent, SimulatedModel, get_domain, load_variant
+from plangate.replay import build_table, canonical_arguments
+from plangate.replay._exporter import trace_table_provider
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Call = tuple[str, dict[str, Any]]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import (
+from plangate.harness import (
     Agent,
     SessionError,
     SessionStore,
@@ -113,7 +113,7 @@ async def test_nothing_to_approve() -> None:
 
 
 def test_approval_needs_the_dependency_dialect() -> None:
-    from harness import ConfigError, parse_variant
+    from plangate.harness import ConfigError, parse_variant
 
     with pytest.raises(
         ConfigError, match="'plan.approve_plan' needs 'plan.dialect = \"dependency\"'"

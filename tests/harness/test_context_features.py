@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import (
+from plangate.harness import (
     Agent,
     AssistantMessage,
     Message,
@@ -32,9 +32,9 @@ from harness import (
     load_variant,
     tool,
 )
-from harness._checkpoints import CHECKPOINT_HEADER, CHECKPOINT_PROMPT, Checkpoints
-from harness._references import ResultReferences
-from harness._tokens import MESSAGE_OVERHEAD, count_message_tokens, count_tokens
+from plangate.harness._checkpoints import CHECKPOINT_HEADER, CHECKPOINT_PROMPT, Checkpoints
+from plangate.harness._references import ResultReferences
+from plangate.harness._tokens import MESSAGE_OVERHEAD, count_message_tokens, count_tokens
 from tests.helpers import WORK_TOOLS, call
 
 ONE_TASK = "What is 1 plus 2?"  # one action: no plan, so the scripts stay short
@@ -580,7 +580,7 @@ def test_message_counts_include_tool_calls_and_tool_names() -> None:
 
 
 async def test_simulated_models_write_checkpoints_and_keep_working() -> None:
-    from harness import SimulatedModel, get_domain
+    from plangate.harness import SimulatedModel, get_domain
 
     domain = get_domain("observability")
     loaded = load_variant("alyx")

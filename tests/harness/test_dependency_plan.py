@@ -20,7 +20,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from harness import (
+from plangate.harness import (
     PLAN_HEADER,
     PlanItem,
     Tool,
@@ -31,8 +31,8 @@ from harness import (
     run_tool,
     status_line,
 )
-from harness._dependency_plan import DependencyPlan, StepInput, dependency_tools
-from harness._plan import ready_items
+from plangate.harness._dependency_plan import DependencyPlan, StepInput, dependency_tools
+from plangate.harness._plan import ready_items
 
 T = TypeVar("T")
 

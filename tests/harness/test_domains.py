@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from harness import CallSpec, Domain, TaskSpec, Tool, ToolCall, ToolResult, run_tool
-from harness._domain import domain_names, get_domain
-from harness._tools import validate
-from harness.domains.observability import SEED, generate_spans, recorded_spans
+from plangate.harness import CallSpec, Domain, TaskSpec, Tool, ToolCall, ToolResult, run_tool
+from plangate.harness._domain import domain_names, get_domain
+from plangate.harness._tools import validate
+from plangate.harness.domains.observability import SEED, generate_spans, recorded_spans
 
 DOMAINS = ["observability", "support"]
 

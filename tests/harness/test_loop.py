@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from harness import (
+from plangate.harness import (
     PLAN_HEADER,
     Agent,
     AssistantMessage,
@@ -190,7 +190,7 @@ async def test_loop_guard_warns_then_stops_and_keeps_the_partial_trajectory() ->
 
 
 async def test_loop_guard_ignores_call_ids_and_argument_order() -> None:
-    from harness import ToolCall
+    from plangate.harness import ToolCall
 
     repeats = [
         ToolCall(id="same", name="add", arguments='{"a": 1, "b": 2}'),
@@ -288,7 +288,7 @@ async def test_recoverable_errors_come_back_as_tool_results() -> None:
 
 
 async def test_malformed_json_arguments_are_recoverable() -> None:
-    from harness import ToolCall
+    from plangate.harness import ToolCall
 
     script = [ToolCall(id="m", name="add", arguments='{"a": 1,'), call("finish", "f", summary="-")]
     result, _ = await run(script, "Add")
@@ -315,7 +315,7 @@ async def test_status_reminder_follows_each_tool_result() -> None:
 
 
 async def test_calls_after_a_stop_are_answered_as_not_run() -> None:
-    from harness import AssistantMessage
+    from plangate.harness import AssistantMessage
 
     both = AssistantMessage(
         tool_calls=(call("finish", "f", summary="done"), call("add", "a", a=1, b=1))

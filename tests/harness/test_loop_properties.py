@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import (
+from plangate.harness import (
     AssistantMessage,
     FunctionModel,
     Message,

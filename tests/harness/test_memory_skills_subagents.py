@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import (
+from plangate.harness import (
     PLAN_HEADER,
     Agent,
     ConfigError,
@@ -25,9 +25,9 @@ from harness import (
     load_variant,
     tool,
 )
-from harness._memory import MAX_CHARS, UPDATE_PROMPT, Memory, MemoryPathError
-from harness._skills import Skill, Skills
-from harness._subagents import SUBAGENT_INSTRUCTIONS, scoped_variant
+from plangate.harness._memory import MAX_CHARS, UPDATE_PROMPT, Memory, MemoryPathError
+from plangate.harness._skills import Skill, Skills
+from plangate.harness._subagents import SUBAGENT_INSTRUCTIONS, scoped_variant
 from tests.helpers import WORK_TOOLS, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness._messages import canonical_arguments_text, canonical_json, parse_json, parse_object
+from plangate.harness._messages import (
+    canonical_arguments_text,
+    canonical_json,
+    parse_json,
+    parse_object,
+)
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 json_values = st.recursive(

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness._errors import ConfigError
-from harness._messages import (
+from plangate.harness._errors import ConfigError
+from plangate.harness._messages import (
     AssistantMessage,
     Message,
     ModelResponse,
@@ -24,8 +24,8 @@ from harness._messages import (
     Usage,
     UserMessage,
 )
-from harness._model import Model, ModelError
-from harness._openai import OpenAIModel
+from plangate.harness._model import Model, ModelError
+from plangate.harness._openai import OpenAIModel
 from tests.chat_server import (
     ChatServer,
     Reply,

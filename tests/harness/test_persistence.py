@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import ScriptedModel, UserMessage
-from harness._agent import SessionError
-from harness._store import SessionStore, StoreError
+from plangate.harness import ScriptedModel, UserMessage
+from plangate.harness._agent import SessionError
+from plangate.harness._store import SessionStore, StoreError
 from tests.conftest import REPO
 from tests.helpers import agent, call
 
@@ -92,8 +92,8 @@ async def test_every_change_is_saved(tmp_path: Path) -> None:
 CRASHING_RUN = textwrap.dedent(
     """
     import asyncio, os, sys
-    from harness import FunctionModel, AssistantMessage
-    from harness._store import SessionStore
+    from plangate.harness import FunctionModel, AssistantMessage
+    from plangate.harness._store import SessionStore
     from tests.helpers import agent, call
 
     script = [

@@ -6,7 +6,7 @@ from typing import Literal
 
 import pytest
 
-from harness import (
+from plangate.harness import (
     PLAN_HEADER,
     HarnessPlan,
     PlanItem,
@@ -16,7 +16,7 @@ from harness import (
     snapshot,
     status_line,
 )
-from harness._plan import next_action
+from plangate.harness._plan import next_action
 
 
 def item(id: str, text: str, status: PlanStatus = "pending", reason: str | None = None) -> PlanItem:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import (
+from plangate.harness import (
     BEHAVIOURS,
     Agent,
     AssistantMessage,

@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from harness import (
+from plangate.harness import (
     PLAN_HEADER,
     PlanItem,
     TodoList,

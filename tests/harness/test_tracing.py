@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import (
+from plangate.harness import (
     AssistantMessage,
     FunctionModel,
     Message,
@@ -200,7 +200,7 @@ async def test_events_on_the_agent_span() -> None:
 
 
 async def test_model_error_marks_the_llm_and_agent_spans() -> None:
-    from harness import ModelError
+    from plangate.harness import ModelError
 
     provider, exporter = provider_with_memory()
     model = ScriptedModel([ModelError("HTTP 503 after 5 attempts")])
@@ -245,7 +245,7 @@ async def test_a_tracing_failure_is_logged_and_never_breaks_the_run(
 
 
 async def test_long_strings_are_bounded() -> None:
-    from harness._tracing import MAX_CHARS
+    from plangate.harness._tracing import MAX_CHARS
 
     provider, exporter = provider_with_memory()
     request = "x" * (MAX_CHARS + 500)

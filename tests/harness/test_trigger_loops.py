@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import call_key, canonical_json, identical_runs, needs_plan, split_tasks, trailing_run
-from harness._loops import CallRun
+from plangate.harness import (
+    call_key,
+    canonical_json,
+    identical_runs,
+    needs_plan,
+    split_tasks,
+    trailing_run,
+)
+from plangate.harness._loops import CallRun
 
 # --- split_tasks / needs_plan --------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import (
+from plangate.harness import (
     ConfigError,
     GuardSettings,
     PlangateError,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ci._phoenix_server import PhoenixServer, down, free_ports, up
+from plangate.ci._phoenix_server import PhoenixServer, down, free_ports, up
 
 QUEUE = 1_000
 """PHOENIX_MAX_SPANS_QUEUE_SIZE of the test server (Phoenix's default is 20,000)."""

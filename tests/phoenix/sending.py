@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ci import telemetry
-from ci._phoenix_server import PhoenixServer
-from replay import ReplayResult, read_dataset, replay_turn
+from plangate.ci import telemetry
+from plangate.ci._phoenix_server import PhoenixServer
+from plangate.replay import ReplayResult, read_dataset, replay_turn
 from tests.conftest import REPO
 
 GOLDEN = REPO / "datasets" / "observability-core"

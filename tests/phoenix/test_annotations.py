@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from ci import main, telemetry
-from ci._phoenix import (
+from plangate.ci import main, telemetry
+from plangate.ci._phoenix import (
     AnnotationError,
     AnnotationReport,
     PhoenixRequestError,
@@ -33,10 +33,10 @@ from ci._phoenix import (
     session_url,
     trace_url,
 )
-from ci._phoenix_server import PhoenixServer, free_port
-from evaluators import RubricSet, evaluate, rubric_from_dict
-from harness import Agent, get_domain, load_variant, model_from_spec
-from replay import TraceTableExporter, read_dataset
+from plangate.ci._phoenix_server import PhoenixServer, free_port
+from plangate.evaluators import RubricSet, evaluate, rubric_from_dict
+from plangate.harness import Agent, get_domain, load_variant, model_from_spec
+from plangate.replay import TraceTableExporter, read_dataset
 
 # The Phoenix client's dataframe readers (3.5) call `DataFrame.rename(inplace=True)`, which
 # pandas 3.1 deprecates.

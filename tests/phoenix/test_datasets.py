@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from ci import main
-from ci._phoenix import wait_for_spans
-from ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError, mirror_dataset
-from ci._phoenix_experiment import PhoenixExperiment, run_experiment
-from ci._phoenix_server import PhoenixServer
-from harness import ConfigError
-from replay import read_dataset
+from plangate.ci import main
+from plangate.ci._phoenix import wait_for_spans
+from plangate.ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError, mirror_dataset
+from plangate.ci._phoenix_experiment import PhoenixExperiment, run_experiment
+from plangate.ci._phoenix_server import PhoenixServer
+from plangate.harness import ConfigError
+from plangate.replay import read_dataset
 
 # The Phoenix client's dataframe readers (3.5) call `DataFrame.rename(inplace=True)`, which
 # pandas 3.1 deprecates.

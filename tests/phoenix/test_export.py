@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ci._cli import main
-from ci._gate import run_gate
-from ci._gate_file import load_gate
-from ci._phoenix_export import (
+from plangate.ci._cli import main
+from plangate.ci._gate import run_gate
+from plangate.ci._gate_file import load_gate
+from plangate.ci._phoenix_export import (
     ORIGINAL_SESSION_ID,
     PROJECT_NAME,
     SESSION_ID,
@@ -36,8 +36,8 @@ from ci._phoenix_export import (
     RetryingExporter,
     new_run_id,
 )
-from ci._phoenix_server import PhoenixError, PhoenixServer, free_port
-from replay import SessionRequest, read_dataset, record, replay_turn
+from plangate.ci._phoenix_server import PhoenixError, PhoenixServer, free_port
+from plangate.replay import SessionRequest, read_dataset, record, replay_turn
 from tests.conftest import REPO
 
 GOLDEN = REPO / "datasets" / "observability-core"
@@ -234,7 +234,7 @@ def test_a_replayed_session_arrives_complete_under_its_namespaced_id(
     env = {k: v for k, v in os.environ.items() if k != URL_ENV}
     done = subprocess.run(
         [
-            sys.executable, "-m", "ci", "replay", str(GOLDEN), "--session", SESSION,
+            sys.executable, "-m", "plangate", "replay", str(GOLDEN), "--session", SESSION,
             "--phoenix", phoenix.url, "--phoenix-project", project, "-o", str(table),
         ],
         capture_output=True, text=True, timeout=600, check=False, env=env,

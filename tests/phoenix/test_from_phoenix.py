@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from ci import telemetry
-from ci._phoenix_fetch import fetch_spans, golden_from_phoenix, with_original_sessions
-from ci._phoenix_server import PhoenixError, PhoenixServer
-from replay import read_dataset, replay_turn
+from plangate.ci import telemetry
+from plangate.ci._phoenix_fetch import fetch_spans, golden_from_phoenix, with_original_sessions
+from plangate.ci._phoenix_server import PhoenixError, PhoenixServer
+from plangate.replay import read_dataset, replay_turn
 from tests.helpers import plangate
 from tests.phoenix.sending import SentTurn, send_replayed_turn, tool_calls, wait_for_spans
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from phoenix.client.types.spans import SpanQuery
 
-from ci._phoenix_server import PhoenixServer
+from plangate.ci._phoenix_server import PhoenixServer
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -47,7 +47,7 @@ def test_the_gate_exports_annotates_and_links(
     gate.write_text(GATE.format(dataset=REPO / "datasets" / "observability-core"))
     project = f"gate-{secrets.token_hex(3)}"
     done = subprocess.run(
-        [sys.executable, "-m", "ci", "gate", str(gate), "-o", str(tmp_path / "out"),
+        [sys.executable, "-m", "plangate", "gate", str(gate), "-o", str(tmp_path / "out"),
          "--phoenix", phoenix.url, "--phoenix-project", project],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from replay import (
+from plangate.replay import (
     GoldenDataset,
     SessionRequest,
     dataset_from_traces,
@@ -208,7 +208,7 @@ def test_from_traces_keeps_only_the_chosen_sessions(golden: Path) -> None:
 
 
 def test_memory_before_a_turn_is_recorded_and_restored_on_replay(tmp_path: Path) -> None:
-    from harness import load_variant
+    from plangate.harness import load_variant
 
     variant_file = tmp_path / "alyx-memory.toml"
     variant_file.write_text('name = "alyx-memory"\n[context]\nmemory = true\n', encoding="utf-8")

@@ -13,8 +13,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from harness import canonical_json
-from replay import TraceTableError, concat_tables, import_formats, import_traces, validate_table
+from plangate.harness import canonical_json
+from plangate.replay import (
+    TraceTableError,
+    concat_tables,
+    import_formats,
+    import_traces,
+    validate_table,
+)
 
 TAU_BENCH = "tau-bench/gpt-4o-airline.json"
 TAU2_LEADERBOARD = [

@@ -11,8 +11,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay import build_table, import_traces
-from replay._import_messages import rows_from_messages, span_id_for, trace_id_for
+from plangate.replay import build_table, import_traces
+from plangate.replay._import_messages import rows_from_messages, span_id_for, trace_id_for
 
 
 def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness import ScriptedModel, ToolCall
-from replay import TraceTableError, import_formats, import_traces
-from replay._exporter import TraceTableExporter, trace_table_provider
-from replay._import_otlp import otlp_json_from_spans, read_otlp_json
-from replay._import_phoenix import from_phoenix_dataframe, read_phoenix
+from plangate.harness import ScriptedModel, ToolCall
+from plangate.replay import TraceTableError, import_formats, import_traces
+from plangate.replay._exporter import TraceTableExporter, trace_table_provider
+from plangate.replay._import_otlp import otlp_json_from_spans, read_otlp_json
+from plangate.replay._import_phoenix import from_phoenix_dataframe, read_phoenix
 from tests.helpers import agent, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from replay import read_dataset, replay_turn, validate_dataset
+from plangate.replay import read_dataset, replay_turn, validate_dataset
 from tests.conftest import REPO
 
 DATASETS = sorted(p for p in (REPO / "datasets").iterdir() if (p / "manifest.json").is_file())
@@ -76,7 +76,7 @@ def test_another_variant_diverges_and_the_report_names_the_first_step() -> None:
 
 
 def test_third_party_goldens_validate_and_keep_the_publishers_outcomes() -> None:
-    from evaluators import evaluate, repeat_scores
+    from plangate.evaluators import evaluate, repeat_scores
 
     path = REPO / "datasets" / "third-party"
     assert validate_dataset(path) == []
