@@ -18,11 +18,11 @@ from plangate.harness import (
     Agent,
     Domain,
     SimulatedModel,
-    TaskSpec,
     TurnResult,
     get_domain,
     load_variant,
 )
+from plangate.harness.domains import TaskSpec
 
 DEMO_MODELS = tuple(b for b in BEHAVIOURS if b != "flaky")
 """The failure models of the demo (flaky is for the gate's statistics)."""

@@ -1,13 +1,13 @@
-"""What the model is sent: the system prompt, the plan message, and the harness's own prompts.
+"""What the model is sent: the system prompt, and the order of the context.
 
 The context of every model call is `[system] → [plan] → [session history] → [current turn]`;
-the plan message is rebuilt from state on each call and is present only when the variant pins it.
+the plan message (`plans.plan_message`) is rebuilt from state on each call and is present only
+when the variant pins it. What the guards tell the model is in `_guards`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from plangate.harness._messages import Message, SystemMessage
 from plangate.harness._variant import Variant
@@ -36,32 +36,6 @@ _ENDINGS = {
     ),
     "text": "When you are done, reply with your final answer and no tool call.",
 }
-
-NUDGE = (
-    "You wrote a call to {name!r} as text, but text does not run a tool. Call the tool "
-    "itself with its arguments."
-)
-CONTINUATION = (
-    "You returned nothing, but the plan is still open. Continue with the current item, "
-    "or call finish if everything is done."
-)
-TEXT_REMINDER = (
-    "A reply without a tool call does not end the turn. Continue with the next tool call, "
-    "or call finish with your answer if everything is done."
-)
-ITERATION_WARNING = (
-    "Only {left} model calls remain in this turn. Complete the current item, mark what "
-    "cannot be done as blocked with a reason, and call finish."
-)
-FORCED_FINISH = (
-    "The iteration limit of this turn is reached. Call finish now with a summary of what "
-    "was done and what remains."
-)
-LOOP_WARNING = (
-    "[Loop guard: this is the same call with the same arguments {count} times in a row; "
-    "the result will not change. Do something else, or call finish. The turn stops at "
-    "{limit} identical calls.]"
-)
 
 
 def system_prompt(variant: Variant, instructions: str, *, planning: bool) -> str:
@@ -95,15 +69,3 @@ def build_context(
     """`[system] → [plan] → [history] → [current turn]`."""
     head: list[Message] = [system, plan] if plan is not None else [system]
     return [*head, *history, *turn]
-
-
-def written_tool_call(text: str, tool_names: Iterable[str]) -> str | None:
-    """The tool a text reply tries to call in prose (`name(...)` or a JSON `"name": "..."`)."""
-    if not text:
-        return None
-    for name in tool_names:
-        if re.search(rf"\b{re.escape(name)}\s*\(", text) or re.search(
-            rf'"(?:name|tool|function)"\s*:\s*"{re.escape(name)}"', text
-        ):
-            return name
-    return None

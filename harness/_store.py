@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +66,13 @@ class SessionStore:
             raise StoreError(f"cannot open the session store {self.path}: {exc}") from exc
 
     def save(
-        self, session_id: str, status: Status, state: dict[str, Any], *, variant: str, user_id: str
+        self,
+        session_id: str,
+        status: Status,
+        state: Mapping[str, Any],
+        *,
+        variant: str,
+        user_id: str,
     ) -> None:
         """Replace a session's row in one transaction (or leave it as it was)."""
         text = json.dumps(state, ensure_ascii=False, sort_keys=True)

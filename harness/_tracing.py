@@ -25,16 +25,12 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from json.encoder import encode_basestring as _quote
 from typing import Any, Literal
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import TracerProvider
 
 from plangate.harness._messages import (
     AssistantMessage,
@@ -45,217 +41,57 @@ from plangate.harness._messages import (
     ToolDefinition,
     ToolMessage,
 )
+from plangate.harness._spans import (
+    NO_SPAN,
+    CurrentSpan,
+    LateSpan,
+    SpanHandle,
+    bounded,
+    tracer_of,
+)
+from plangate.harness.semconv import (
+    AGENT_NAME,
+    AGENT_SPAN_NAME,
+    INPUT_MIME_TYPE,
+    INPUT_VALUE,
+    ITERATION,
+    LLM_FINISH_REASON,
+    LLM_INPUT_MESSAGES,
+    LLM_MODEL_NAME,
+    LLM_OUTPUT_MESSAGES,
+    LLM_SPAN_NAME,
+    LLM_TOOLS,
+    METADATA,
+    MIME_JSON,
+    MIME_TEXT,
+    OUTPUT_MIME_TYPE,
+    OUTPUT_VALUE,
+    PLAN,
+    SESSION_ID,
+    SPAN_KIND,
+    TAGS,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TOKENS_TOTAL,
+    TOOL_ID,
+    TOOL_NAME,
+    TOOL_PARAMETERS,
+    TOOL_SPAN_PREFIX,
+    TURN_INDEX,
+    USER_ID,
+)
 
 logger = logging.getLogger("plangate.tracing")
 
-SPAN_KIND = "openinference.span.kind"
-SESSION_ID = "session.id"
-USER_ID = "user.id"
-METADATA = "metadata"
-TAGS = "tag.tags"
-AGENT_NAME = "agent.name"
-INPUT_VALUE = "input.value"
-INPUT_MIME_TYPE = "input.mime_type"
-OUTPUT_VALUE = "output.value"
-OUTPUT_MIME_TYPE = "output.mime_type"
-LLM_MODEL_NAME = "llm.model_name"
-LLM_INPUT_MESSAGES = "llm.input_messages"
-LLM_OUTPUT_MESSAGES = "llm.output_messages"
-LLM_TOOLS = "llm.tools"
-LLM_FINISH_REASON = "llm.finish_reason"
-TOKENS_PROMPT = "llm.token_count.prompt"
-TOKENS_COMPLETION = "llm.token_count.completion"
-TOKENS_TOTAL = "llm.token_count.total"
-TOOL_NAME = "tool.name"
-TOOL_ID = "tool.id"
-TOOL_PARAMETERS = "tool.parameters"
-ITERATION = "plangate.iteration"
-TURN_INDEX = "plangate.turn_index"
-PLAN = "plangate.plan"
-STOP_REASON = "plangate.stop_reason"
-ITERATIONS = "plangate.iterations"
-MIME_JSON = "application/json"
-MIME_TEXT = "text/plain"
 
-MAX_CHARS = 16_000
-"""Longest string put in an attribute; longer ones are cut with a note of how much was cut."""
-
-AGENT_SPAN_NAME = "agent.turn"
-LLM_SPAN_NAME = "llm.call"
 OUTPUT_MESSAGE = f"{LLM_OUTPUT_MESSAGES}.0"
 OUTPUT_ROLE = f"{OUTPUT_MESSAGE}.message.role"
 OUTPUT_CONTENT = f"{OUTPUT_MESSAGE}.message.content"
 
-_INTERNAL = trace.SpanKind.INTERNAL
 
 Pairs = tuple[tuple[str, Any], ...]
 MessageDetail = Literal["json", "flat"]
 """How LLM spans carry their input messages: one JSON `input.value`, or flattened attributes."""
-
-
-def bounded(text: str) -> str:
-    """`text`, cut to `MAX_CHARS` with a note when longer."""
-    if len(text) <= MAX_CHARS:
-        return text
-    return f"{text[:MAX_CHARS]}…[{len(text) - MAX_CHARS} more characters]"
-
-
-class SpanHandle:
-    """A span the loop may add to, used as a context manager; this one does nothing (no tracing).
-
-    Entering starts the span and exiting ends it, however the block ends.
-    """
-
-    __slots__ = ()
-
-    recording = False
-    """Whether anything is recorded: callers skip building attributes when not."""
-
-    def __enter__(self) -> SpanHandle:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-    def set(self, attributes: Mapping[str, Any]) -> None:
-        """Add attributes."""
-
-    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
-        """Add an event."""
-
-    def error(self, description: str) -> None:
-        """Mark the span as failed."""
-
-
-NO_SPAN = SpanHandle()
-
-
-class CurrentSpan(SpanHandle):
-    """A span started on entry and current until exit, so that spans started inside nest in it."""
-
-    __slots__ = ("_attributes", "_name", "_token", "_tracer", "span")
-
-    recording = True
-
-    def __init__(self, tracer: Tracer, name: str, attributes: Mapping[str, Any]) -> None:
-        self._tracer = tracer
-        self._name = name
-        self._attributes = attributes
-        self._token: object = None
-        self.span: Span | None = None
-
-    def __enter__(self) -> CurrentSpan:
-        try:
-            self.span = self._tracer.start_span(self._name, None, _INTERNAL, self._attributes)
-            self._token = otel_context.attach(trace.set_span_in_context(self.span))
-        except Exception:  # telemetry must never break a run
-            _log_failure("starting span", self._name)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._token is not None:
-            _guard(otel_context.detach, self._token)
-        if self.span is not None:
-            _guard(self.span.end)
-
-    def set(self, attributes: Mapping[str, Any]) -> None:
-        """Add attributes."""
-        if self.span is not None:
-            _guard(self.span.set_attributes, attributes)
-
-    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
-        """Add an event."""
-        if self.span is not None:
-            _guard(self.span.add_event, name, attributes)
-
-    def error(self, description: str) -> None:
-        """Mark the span as failed."""
-        if self.span is not None:
-            _guard(self.span.set_status, Status(StatusCode.ERROR, bounded(description)))
-
-
-class LateSpan(SpanHandle):
-    """A span made when its block ends, dated from when the block began.
-
-    Its attributes, events and status are kept until then and handed to OpenTelemetry in one
-    `start_span` call, with no context switch: the cheapest span to make, but no span started
-    inside the block can nest in it. For blocks that start no spans (a model call, a tool that
-    starts none).
-    """
-
-    __slots__ = ("_attributes", "_error", "_events", "_name", "_parent", "_start", "_tracer")
-
-    recording = True
-
-    def __init__(self, tracer: Tracer, name: str, attributes: dict[str, Any]) -> None:
-        self._tracer = tracer
-        self._name = name
-        self._attributes = attributes
-        self._events: list[tuple[str, dict[str, Any], int]] = []
-        self._error: str | None = None
-        self._start = 0
-        self._parent: otel_context.Context | None = None
-
-    def __enter__(self) -> LateSpan:
-        self._start = time.time_ns()
-        self._parent = otel_context.get_current()  # the parent is what is current at the start
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        end = time.time_ns()
-        try:
-            span = self._tracer.start_span(
-                self._name, self._parent, _INTERNAL, self._attributes, start_time=self._start
-            )
-            for name, attributes, timestamp in self._events:
-                span.add_event(name, attributes, timestamp)
-            if self._error is not None:
-                span.set_status(Status(StatusCode.ERROR, bounded(self._error)))
-            span.end(end)
-        except Exception:  # telemetry must never break a run
-            _log_failure("recording span", self._name)
-
-    def set(self, attributes: Mapping[str, Any]) -> None:
-        """Add attributes."""
-        self._attributes.update(attributes)
-
-    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
-        """Add an event."""
-        self._events.append((name, dict(attributes), time.time_ns()))
-
-    def error(self, description: str) -> None:
-        """Mark the span as failed."""
-        self._error = description
-
-
-_TRACERS: weakref.WeakKeyDictionary[TracerProvider, Tracer] = weakref.WeakKeyDictionary()
-
-
-def tracer_of(provider: TracerProvider) -> Tracer:
-    """The harness's tracer from `provider`, asked for once per provider.
-
-    Asking the SDK's provider for a tracer costs more than the rest of a session's set-up (it
-    builds a scope and resets the process's warning filters on every call).
-    """
-    try:
-        return _TRACERS[provider]
-    except KeyError:
-        tracer = _TRACERS[provider] = provider.get_tracer("plangate.harness")
-        return tracer
-    except TypeError:  # a provider that cannot be weakly referenced: ask every time
-        return provider.get_tracer("plangate.harness")
-
-
-def _guard(function: Any, *args: Any) -> Any:
-    try:
-        return function(*args)
-    except Exception:  # telemetry must never break a run
-        _log_failure("calling", getattr(function, "__name__", "?"))
-        return None
-
-
-def _log_failure(doing: str, what: str) -> None:
-    logger.exception("tracing failed %s %s; the run goes on", doing, what)
 
 
 class SessionTracing:
@@ -297,6 +133,10 @@ class SessionTracing:
         if self._tracer is None:
             return NO_SPAN
         return CurrentSpan(self._tracer, name, attributes)
+
+    def chain(self, name: str, attributes: Mapping[str, Any]) -> SpanHandle:
+        """A CHAIN span of the session (its identity attributes, then `attributes`), current."""
+        return self.span(name, {**self._base, SPAN_KIND: "CHAIN", **attributes})
 
     @contextmanager
     def turn(self, turn_index: int, request: str, agent_name: str) -> Iterator[SpanHandle]:
@@ -409,7 +249,7 @@ class SessionTracing:
         }
         if schema is not None:
             attributes[TOOL_PARAMETERS] = self._schema_text(call.name, schema)
-        name = f"tool.{call.name}"
+        name = f"{TOOL_SPAN_PREFIX}{call.name}"
         if nests:
             return CurrentSpan(self._tracer, name, attributes)
         return LateSpan(self._tracer, name, attributes)

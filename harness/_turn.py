@@ -7,24 +7,31 @@ after a crash or a pause for approval.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from plangate.harness._messages import (
     Message,
     SystemMessage,
+    ToolCall,
     ToolDefinition,
+    ToolMessage,
     Usage,
+    canonical_arguments_text,
     message_from_dict,
     message_to_dict,
 )
-from plangate.harness._plan import PlanItem
 from plangate.harness._tools import Tool
+from plangate.harness.plans._plan import PlanItem
 
 StopReason = Literal[
     "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"
 ]
 """Why a turn ended."""
+
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+"""Every stop reason, in the order above."""
 
 EventKind = Literal[
     "plan_updated",
@@ -50,6 +57,7 @@ EventKind = Literal[
 """What the harness noticed or did during a turn."""
 
 FINISH = "finish"
+"""The tool that ends a turn (with the finish gate)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,6 +213,58 @@ class Turn:
     system: SystemMessage = SystemMessage(content="")
     offered: dict[str, Tool] = field(default_factory=dict)
     definitions: list[ToolDefinition] = field(default_factory=list)
+
+    def offer(self, tools: Sequence[Tool]) -> None:
+        """Offer `tools` on the coming model calls."""
+        self.offered = {t.name: t for t in tools}
+        self.definitions = [t.definition for t in tools]
+
+    def record(
+        self,
+        call: ToolCall,
+        status: Literal["ok", "error", "not_run"],
+        content: str,
+        arguments: str,
+    ) -> None:
+        """Record a call's result: a tool message for the model, a call record for the result."""
+        self.messages.append(
+            ToolMessage(
+                tool_call_id=call.id, name=call.name, content=content, is_error=status != "ok"
+            )
+        )
+        self.calls.append(
+            ToolCallRecord(
+                iteration=self.iteration,
+                id=call.id,
+                name=call.name,
+                arguments=arguments,
+                status=status,
+                content=content,
+            )
+        )
+
+    def skip(self, calls: Sequence[ToolCall], why: str) -> None:
+        """Answer calls the turn will not run, so that the history stays well formed."""
+        for call in calls:
+            message = f"Not run: the turn ended ({why})."
+            self.record(call, "not_run", message, canonical_arguments_text(call.arguments))
+
+    def result(self, session_id: str, plan: tuple[PlanItem, ...], stop: Stop) -> TurnResult:
+        """The turn as it stands, ended by `stop`, with the session's `plan`."""
+        return TurnResult(
+            session_id=session_id,
+            turn_index=self.index,
+            request=self.request,
+            stop_reason=stop.reason,
+            stop_detail=stop.detail,
+            answer=self.answer,
+            plan=plan,
+            tool_calls=tuple(self.calls),
+            iterations=self.iteration,
+            events=tuple(self.events),
+            messages=tuple(self.messages),
+            usage=self.usage,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The saved state of the turn (tools and the system prompt are rebuilt on restore)."""

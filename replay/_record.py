@@ -18,7 +18,6 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from plangate.harness import (
     Agent,
-    Memory,
     Session,
     TurnResult,
     get_domain,
@@ -26,6 +25,7 @@ from plangate.harness import (
     message_to_dict,
     model_from_spec,
 )
+from plangate.harness.features import Memory
 from plangate.replay._cassette import Recorder, RecordingModel, fingerprint_of, recording_tools
 from plangate.replay._dataset import (
     MODEL_CASSETTE,

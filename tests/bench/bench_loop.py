@@ -35,7 +35,8 @@ from typing import Any, Literal
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from plangate.ci import telemetry
-from plangate.harness import Agent, FunctionModel, ToolCall, TurnResult, load_variant, tool
+from plangate.harness import Agent, ToolCall, TurnResult, load_variant, tool
+from plangate.harness.models import FunctionModel
 
 TOOL_CALLS = 20
 """Work tool calls per run."""

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.evaluators import evaluate
-from plangate.harness import call_runs, identical_runs
+from plangate.harness import call_runs
+from plangate.harness._loops import identical_runs
 from plangate.replay import build_table
 from tests.helpers import turn_rows
 

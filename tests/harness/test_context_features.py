@@ -32,9 +32,9 @@ from plangate.harness import (
     load_variant,
     tool,
 )
-from plangate.harness._checkpoints import CHECKPOINT_HEADER, CHECKPOINT_PROMPT, Checkpoints
-from plangate.harness._references import ResultReferences
-from plangate.harness._tokens import MESSAGE_OVERHEAD, count_message_tokens, count_tokens
+from plangate.harness.features._checkpoints import CHECKPOINT_HEADER, CHECKPOINT_PROMPT, Checkpoints
+from plangate.harness.features._references import ResultReferences
+from plangate.harness.models._tokens import MESSAGE_OVERHEAD, count_message_tokens, count_tokens
 from tests.helpers import WORK_TOOLS, call
 
 ONE_TASK = "What is 1 plus 2?"  # one action: no plan, so the scripts stay short
@@ -264,7 +264,9 @@ async def test_a_runaway_expression_is_stopped_by_the_time_limit(
 async def test_an_expression_that_exhausts_memory_is_an_error_not_a_crash(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("harness._references.MEMORY_LIMIT", 64 << 20)  # reached in a moment
+    monkeypatch.setattr(
+        "plangate.harness.features._references.MEMORY_LIMIT", 64 << 20
+    )  # reached in a moment
     model = ScriptedModel(
         [
             call("customers", "c1", count=40),

@@ -20,19 +20,17 @@ from hypothesis.stateful import (
     rule,
 )
 
-from plangate.harness import (
+from plangate.harness import PlanItem, Tool, ToolCall, ToolRetry
+from plangate.harness._tools import ToolResult, run_tool
+from plangate.harness.plans import (
     PLAN_HEADER,
-    PlanItem,
-    Tool,
-    ToolCall,
-    ToolResult,
-    ToolRetry,
+    DependencyPlan,
+    dependency_tools,
     render_plan,
-    run_tool,
     status_line,
 )
-from plangate.harness._dependency_plan import DependencyPlan, StepInput, dependency_tools
-from plangate.harness._plan import ready_items
+from plangate.harness.plans._dependency_checks import StepInput
+from plangate.harness.plans._plan import ready_items
 
 T = TypeVar("T")
 

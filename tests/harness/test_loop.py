@@ -9,19 +9,19 @@ import weakref
 import pytest
 
 from plangate.harness import (
-    PLAN_HEADER,
     Agent,
     AssistantMessage,
     ModelError,
     ScriptedModel,
     SystemMessage,
     ToolMessage,
-    UnexpectedModelCall,
     UserMessage,
     get_domain,
     load_variant,
     model_from_spec,
 )
+from plangate.harness.models import UnexpectedModelCall
+from plangate.harness.plans import PLAN_HEADER
 from tests.helpers import WORK_TOOLS, agent, call, run
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"

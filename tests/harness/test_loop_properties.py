@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from plangate.harness import (
     AssistantMessage,
-    FunctionModel,
     Message,
     ToolCall,
     ToolDefinition,
     ToolMessage,
     builtin_variants,
 )
+from plangate.harness.models import FunctionModel
 from tests.helpers import agent
 
 STOPS = {"finished", "forced_finish", "max_iterations", "loop_guard", "model_error"}

@@ -13,21 +13,21 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from plangate.harness import (
-    PLAN_HEADER,
     Agent,
     ConfigError,
     ModelError,
     ScriptedModel,
     SystemMessage,
-    Turn,
     UserMessage,
     Variant,
     load_variant,
     tool,
 )
-from plangate.harness._memory import MAX_CHARS, UPDATE_PROMPT, Memory, MemoryPathError
-from plangate.harness._skills import Skill, Skills
-from plangate.harness._subagents import SUBAGENT_INSTRUCTIONS, scoped_variant
+from plangate.harness._turn import Turn
+from plangate.harness.features._memory import MAX_CHARS, UPDATE_PROMPT, Memory, MemoryPathError
+from plangate.harness.features._skills import Skill, Skills
+from plangate.harness.features._subagents import SUBAGENT_INSTRUCTIONS, scoped_variant
+from plangate.harness.plans import PLAN_HEADER
 from tests.helpers import WORK_TOOLS, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"

@@ -24,8 +24,8 @@ from plangate.harness._messages import (
     Usage,
     UserMessage,
 )
-from plangate.harness._model import Model, ModelError
-from plangate.harness._openai import OpenAIModel
+from plangate.harness.models._model import Model, ModelError
+from plangate.harness.models._openai import OpenAIModel
 from tests.chat_server import (
     ChatServer,
     Reply,

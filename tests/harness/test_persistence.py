@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from plangate.harness import ScriptedModel, UserMessage
-from plangate.harness._agent import SessionError
+from plangate.harness import ScriptedModel, SessionError, UserMessage
 from plangate.harness._store import SessionStore, StoreError
 from tests.conftest import REPO
 from tests.helpers import agent, call
@@ -92,7 +91,8 @@ async def test_every_change_is_saved(tmp_path: Path) -> None:
 CRASHING_RUN = textwrap.dedent(
     """
     import asyncio, os, sys
-    from plangate.harness import FunctionModel, AssistantMessage
+    from plangate.harness import AssistantMessage
+    from plangate.harness.models import FunctionModel
     from plangate.harness._store import SessionStore
     from tests.helpers import agent, call
 

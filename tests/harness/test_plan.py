@@ -6,17 +6,17 @@ from typing import Literal
 
 import pytest
 
-from plangate.harness import (
+from plangate.harness import PlanItem
+from plangate.harness.plans import (
     PLAN_HEADER,
     HarnessPlan,
-    PlanItem,
     PlanStatus,
     incomplete,
     render_plan,
     snapshot,
     status_line,
 )
-from plangate.harness._plan import next_action
+from plangate.harness.plans._plan import next_action
 
 
 def item(id: str, text: str, status: PlanStatus = "pending", reason: str | None = None) -> PlanItem:

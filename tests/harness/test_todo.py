@@ -10,19 +10,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from plangate.harness import (
-    PLAN_HEADER,
-    PlanItem,
-    TodoList,
-    Tool,
-    ToolCall,
-    ToolResult,
-    ToolRetry,
-    canonical_json,
-    render_plan,
-    run_tool,
-    todo_tools,
-)
+from plangate.harness import PlanItem, Tool, ToolCall, ToolRetry, canonical_json
+from plangate.harness._tools import ToolResult, run_tool
+from plangate.harness.plans import PLAN_HEADER, TodoList, render_plan, todo_tools
 
 FOUR = ("pending", "in_progress", "completed", "blocked")
 TWO = ("pending", "completed")

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.harness import Tool, ToolCall, ToolRetry, compile_schema, run_tool, tool, validate
-from plangate.harness._tools import parse_docstring, type_schema
+from plangate.harness import Tool, ToolCall, ToolRetry, tool
+from plangate.harness._tools import compile_schema, parse_docstring, run_tool, type_schema, validate
 
 
 class Step(TypedDict):

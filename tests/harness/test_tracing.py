@@ -17,16 +17,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from plangate.harness import (
     AssistantMessage,
-    FunctionModel,
     Message,
     ScriptedModel,
-    SessionTracing,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
     UserMessage,
     tool,
 )
+from plangate.harness._tracing import SessionTracing
+from plangate.harness.models import FunctionModel
 from tests.helpers import agent, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"
@@ -245,7 +245,7 @@ async def test_a_tracing_failure_is_logged_and_never_breaks_the_run(
 
 
 async def test_long_strings_are_bounded() -> None:
-    from plangate.harness._tracing import MAX_CHARS
+    from plangate.harness._spans import MAX_CHARS
 
     provider, exporter = provider_with_memory()
     request = "x" * (MAX_CHARS + 500)

@@ -8,15 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.harness import (
-    call_key,
-    canonical_json,
-    identical_runs,
-    needs_plan,
-    split_tasks,
-    trailing_run,
-)
-from plangate.harness._loops import CallRun
+from plangate.harness import canonical_json
+from plangate.harness._loops import CallRun, call_key, identical_runs, trailing_run
+from plangate.harness._trigger import needs_plan, split_tasks
 
 # --- split_tasks / needs_plan --------------------------------------------------------------
 

@@ -8,15 +8,13 @@ import pytest
 
 from plangate.harness import (
     ConfigError,
-    GuardSettings,
     PlangateError,
-    PlanSettings,
-    TurnSettings,
     Variant,
     builtin_variants,
     load_variant,
     parse_variant,
 )
+from plangate.harness._variant import GuardSettings, PlanSettings, TurnSettings
 
 SHIPPED = ["alyx", "harness-plan", "naive", "todo-basic"]
 NO_GUARDS = GuardSettings(nudge=False, continuation=False, loop_guard=False)

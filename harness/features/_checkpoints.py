@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from plangate.harness._features import Feature
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -30,12 +29,10 @@ from plangate.harness._messages import (
     ToolMessage,
     UserMessage,
 )
-from plangate.harness._model import ModelError
-from plangate.harness._tokens import count_message_tokens, count_tokens
-
-if TYPE_CHECKING:
-    from plangate.harness._agent import Session
-    from plangate.harness._turn import Turn
+from plangate.harness._turn import Turn
+from plangate.harness.features._feature import Feature, SessionView
+from plangate.harness.models._model import ModelError
+from plangate.harness.models._tokens import count_message_tokens, count_tokens
 
 logger = logging.getLogger("plangate.checkpoints")
 
@@ -66,9 +63,9 @@ class Checkpoints(Feature):
 
     name = "checkpoints"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionView) -> None:
         super().__init__(session)
-        self.budget = session.agent.variant.context.history_token_budget
+        self.budget = session.variant.context.history_token_budget
         self.text = ""
         """The checkpoint (empty: none yet)."""
         self.covered = 0

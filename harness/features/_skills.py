@@ -11,15 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from plangate.harness._errors import ConfigError
-from plangate.harness._features import Feature
 from plangate.harness._tools import Tool, ToolRetry, tool
-
-if TYPE_CHECKING:
-    from plangate.harness._agent import Session
-    from plangate.harness._turn import Turn
+from plangate.harness._turn import Turn
+from plangate.harness.features._feature import Feature, SessionView
 
 logger = logging.getLogger("plangate.skills")
 
@@ -45,9 +42,9 @@ class Skills(Feature):
 
     name = "skills"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionView, skills: Sequence[Any]) -> None:
         super().__init__(session)
-        self.skills: dict[str, Skill] = _index(session.agent.skills)
+        self.skills: dict[str, Skill] = _index(skills)
         self.loaded: list[str] = []
         """Names of the loaded skills, in the order they were loaded."""
         self._turn: Turn | None = None

@@ -1,4 +1,4 @@
-"""Demo domains: a workspace of tools over deterministic data, plus the tasks it knows.
+"""What a demo domain is: a workspace of tools over deterministic data, plus the tasks it knows.
 
 A domain's task catalog is what a simulated model "knows" about the world: which phrases name a
 task and which tool calls do it. Real models do not need it; simulated ones read the request or
@@ -83,17 +83,11 @@ def register_domain(name: str) -> Callable[[Callable[[], Domain]], Callable[[], 
 
 def domain_names() -> list[str]:
     """The names of the registered domains."""
-    _load_builtin()
     return sorted(_DOMAINS)
 
 
 def get_domain(name: str) -> Domain:
     """The domain called `name`; a `ConfigError` lists the choices if there is none."""
-    _load_builtin()
     if name not in _DOMAINS:
         raise ConfigError(f"unknown domain {name!r}; choose one of: {', '.join(sorted(_DOMAINS))}")
     return _DOMAINS[name]()
-
-
-def _load_builtin() -> None:
-    import plangate.harness.domains  # noqa: F401 - registers the built-in domains

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard, get_args
 
-from plangate.harness._domain import CallSpec, TaskSpec
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -42,7 +41,9 @@ from plangate.harness._messages import (
     UserMessage,
     canonical_json,
 )
-from plangate.harness._plan import PLAN_HEADER
+from plangate.harness._turn import FINISH
+from plangate.harness.domains import CallSpec, TaskSpec
+from plangate.harness.plans import PLAN_HEADER, PLAN_TOOLS
 
 Behaviour = Literal[
     "diligent", "forgetful", "early-finisher", "looper", "announcer", "churner", "silent", "flaky"
@@ -51,12 +52,9 @@ Behaviour = Literal[
 
 BEHAVIOURS: tuple[str, ...] = get_args(Behaviour)
 
-PLAN_TOOLS = frozenset(
-    {"todo_write", "todo_update", "todo_read", "create_plan", "start_step", "mark_step_done",
-     "mark_step_failed", "get_plan", "get_ready_steps"}
-)  # fmt: skip
 _DEPENDENCY_STATUSES = frozenset({"pending", "in_progress", "completed", "blocked"})
-CONTROL_TOOLS = PLAN_TOOLS | {"finish"}
+NOT_WORK = PLAN_TOOLS | {FINISH}
+"""Calls that do none of a task's work: plan bookkeeping and `finish`."""
 
 _PLAN_LINE = re.compile(
     r"^\[(?P<mark>[x~ !])\] (?P<id>[\w-]+)\. (?P<text>.*?)"
@@ -164,7 +162,7 @@ def diligent_action(reading: Reading) -> Action:
     can_plan = reading.tools & {"todo_write", "create_plan"}
     if can_plan and len(reading.requested) >= 2 and not reading.wrote_plan and _new_work(reading):
         return _write_plan(reading)
-    if reading.plan is not None and (reading.tools & PLAN_TOOLS or "finish" in reading.tools):
+    if reading.plan is not None and (reading.tools & PLAN_TOOLS or FINISH in reading.tools):
         return _plan_step(reading)
     for task in reading.requested:
         call = _next_call(task, reading)
@@ -247,8 +245,8 @@ def _step_update(name: str, status: str, reason: str | None) -> CallSpec:
 
 def _conclude(reading: Reading) -> Action:
     summary = _summary(reading)
-    if "finish" in reading.tools:
-        return CallSpec(name="finish", arguments={"summary": summary})
+    if FINISH in reading.tools:
+        return CallSpec(name=FINISH, arguments={"summary": summary})
     return Say(summary)
 
 
@@ -342,9 +340,9 @@ class SimulatedModel:
 
     def _looper(self, action: Action, reading: Reading) -> Action:
         last = reading.last_call
-        if last is None or last.name in CONTROL_TOOLS:
+        if last is None or last.name in NOT_WORK:
             return action
-        made = sum(1 for key in reading.done if key.split(" ", 1)[0] not in CONTROL_TOOLS)
+        made = sum(1 for key in reading.done if key.split(" ", 1)[0] not in NOT_WORK)
         if made >= self._stuck_after:
             return CallSpec(name=last.name, arguments=_arguments(last))
         return action
@@ -402,7 +400,7 @@ def _side_answer(messages: Sequence[Message], tasks: Sequence[TaskSpec]) -> str:
 
 
 def _is_work(action: Action) -> TypeGuard[CallSpec]:
-    return isinstance(action, CallSpec) and action.name not in CONTROL_TOOLS
+    return isinstance(action, CallSpec) and action.name not in NOT_WORK
 
 
 def _arguments(call: ToolCall) -> dict[str, Any]:

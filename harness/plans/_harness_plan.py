@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plangate.harness._plan import PLAN_HEADER, PlanItem, render_item
 from plangate.harness._trigger import split_tasks
+from plangate.harness.plans._plan import PLAN_HEADER, PlanItem, render_item
 
 
 class HarnessPlan:
@@ -57,6 +57,20 @@ class HarnessPlan:
                 break
         self._items = tuple(items)
         return self.current()
+
+    def finish(self) -> str | None:
+        """`finish` was called: record the current item as done and start the next.
+
+        Returns what the model is told when an item remains (the turn goes on), else None.
+        """
+        done = self.current()
+        following = self.advance()
+        if following is None:
+            return None
+        return (
+            f'Recorded "{done.text if done else ""}" as done. Next item: "{following.text}". '
+            "Do it, then call finish."
+        )
 
     def message(self) -> str:
         """What the harness tells the model about the plan on every call."""

@@ -13,7 +13,7 @@ from plangate.harness._messages import (
     ToolDefinition,
     Usage,
 )
-from plangate.harness._model import ModelError
+from plangate.harness.models._model import ModelError
 
 Step = ModelResponse | AssistantMessage | ToolCall | str | ModelError
 """One scripted answer: a full response, a message, a single tool call, text, or an error."""

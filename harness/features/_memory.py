@@ -16,7 +16,6 @@ every outcome is a `memory_updated` record.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -24,26 +23,20 @@ import tempfile
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from plangate.harness._errors import ConfigError, PlangateError
-from plangate.harness._features import Feature
 from plangate.harness._messages import Message, SystemMessage, UserMessage
-from plangate.harness._model import ModelError
-from plangate.harness._tracing import (
+from plangate.harness._turn import Turn, TurnResult
+from plangate.harness.features._feature import Feature, SessionView
+from plangate.harness.models._model import ModelError
+from plangate.harness.semconv import (
     INPUT_MIME_TYPE,
     INPUT_VALUE,
-    METADATA,
+    MEMORY_SPAN_NAME,
     MIME_TEXT,
-    SESSION_ID,
-    SPAN_KIND,
     TURN_INDEX,
-    USER_ID,
 )
-
-if TYPE_CHECKING:
-    from plangate.harness._agent import Session
-    from plangate.harness._turn import Turn, TurnResult
 
 logger = logging.getLogger("plangate.memory")
 
@@ -55,7 +48,6 @@ DEFAULT_SPACE = "default"
 """The space of a session whose metadata names none."""
 MAX_ID_CHARS = 64
 """Longest user or space id."""
-UPDATE_SPAN_NAME = "memory.update"
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
 _ALLOWED_CONTROL = frozenset("\n\t")
@@ -195,12 +187,11 @@ class Memory(Feature):
 
     name = "memory"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionView, memory_dir: Path | None) -> None:
         super().__init__(session)
-        memory_dir = session.agent.memory_dir
         if memory_dir is None:
             raise ConfigError(
-                f"variant {session.agent.variant.name!r} turns on 'context.memory', but the "
+                f"variant {session.variant.name!r} turns on 'context.memory', but the "
                 "agent has no memory_dir; set Agent.memory_dir to the folder of memory files"
             )
         self.space: str = session.metadata.get("space", DEFAULT_SPACE)
@@ -240,13 +231,11 @@ class Memory(Feature):
         """Ask the model for the new memory, check it, and write it (or keep the old one)."""
         session = self.session
         attributes = {
-            **_identity(session),
-            SPAN_KIND: "CHAIN",
             TURN_INDEX: result.turn_index,
             INPUT_VALUE: f"update {self.path.name} of {session.user_id!r} after the turn",
             INPUT_MIME_TYPE: MIME_TEXT,
         }
-        with session.tracing.span(UPDATE_SPAN_NAME, attributes) as span:
+        with session.tracing.chain(MEMORY_SPAN_NAME, attributes) as span:
             status, detail = await self._update(result)
             update = MemoryUpdate(turn_index=result.turn_index, status=status, detail=detail)
             self.updates.append(update)
@@ -293,13 +282,3 @@ class Memory(Feature):
     def _title(self) -> str:
         where = "" if self.space == DEFAULT_SPACE else f" (space {self.space})"
         return f"# Memory of {self.session.user_id}{where}"
-
-
-def _identity(session: Session) -> dict[str, Any]:
-    """The identity attributes every span of the session carries."""
-    metadata = {"variant": session.agent.variant.name, **session.metadata}
-    return {
-        SESSION_ID: session.session_id,
-        USER_ID: session.user_id,
-        METADATA: json.dumps(metadata, sort_keys=True),
-    }

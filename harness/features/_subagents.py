@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from plangate.harness._features import Feature
 from plangate.harness._tools import Tool, ToolRetry, tool
-from plangate.harness._turn import FINISH, TurnResult
+from plangate.harness._turn import FINISH, Turn, TurnResult
 from plangate.harness._variant import ContextSettings, GuardSettings, Variant
-
-if TYPE_CHECKING:
-    from plangate.harness._agent import Session
-    from plangate.harness._turn import Turn
+from plangate.harness.features._feature import Feature, SessionView
 
 DELEGATE = "delegate"
 SUBAGENT_INSTRUCTIONS = (
@@ -76,7 +72,7 @@ class Subagents(Feature):
 
     name = "subagents"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionView) -> None:
         super().__init__(session)
         self.count = 0
         """Subagents started so far in this session (numbers their session ids)."""
@@ -105,21 +101,13 @@ class Subagents(Feature):
         self.count += 1
         parent = self.session
         child_id = f"{parent.session_id}/sub-{self.count}"
-        agent = dataclasses.replace(
-            parent.agent,
-            variant=scoped_variant(parent.agent.variant, max_iterations),
-            tools=lambda: selected,
-            instructions="\n\n".join(
-                filter(None, [parent.agent.instructions, SUBAGENT_INSTRUCTIONS])
-            ),
-            name=f"{parent.agent.name}/sub",
-            store=None,
-            memory_dir=None,
-            skills=(),
+        result = await parent.run_subagent(
+            child_id,
+            task,
+            variant=scoped_variant(parent.variant, max_iterations),
+            tools=selected,
+            instructions=SUBAGENT_INSTRUCTIONS,
         )
-        metadata = {**parent.metadata, "parent_session": parent.session_id}
-        child = agent.session(child_id, user_id=parent.user_id, metadata=metadata)
-        result = await child.run_turn(task)
         return describe(child_id, result)
 
     def _select(self, names: Sequence[str]) -> tuple[Tool, ...]:
@@ -146,7 +134,7 @@ class Subagents(Feature):
             return await self.delegate(task, tools, max_iterations)
 
         listed = ", ".join(sorted(self.delegable())) or "none"
-        limit = self.session.agent.variant.turn.max_iterations
+        limit = self.session.variant.turn.max_iterations
         description = (
             "Hand a bounded, self-contained job to a subagent that works with only the tools you "
             "name and reports back its answer, its stop reason and how many calls it made. "

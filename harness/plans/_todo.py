@@ -11,8 +11,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict
 
-from plangate.harness._plan import PlanItem, PlanStatus, render_plan
 from plangate.harness._tools import Tool, ToolRetry, tool
+from plangate.harness.plans._plan import PlanItem, PlanStatus, render_plan
 
 StatusSet = Literal["two", "four"]
 """`two`: pending / completed; `four`: pending / in_progress / completed / blocked."""
@@ -21,6 +21,10 @@ ALLOWED: dict[str, tuple[PlanStatus, ...]] = {
     "two": ("pending", "completed"),
     "four": ("pending", "in_progress", "completed", "blocked"),
 }
+
+
+TODO_TOOLS = ("todo_write", "todo_update", "todo_read")
+"""The todo dialect's tools (`todo_tools` makes them)."""
 
 
 class TodoInput(TypedDict):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from plangate.harness._domain import Domain
 from plangate.harness._errors import ConfigError
-from plangate.harness._model import Model
-from plangate.harness._simulated import BEHAVIOURS, SimulatedModel
+from plangate.harness.domains import Domain
+from plangate.harness.models._model import Model
+from plangate.harness.models._simulated import BEHAVIOURS, SimulatedModel
 
 
 def model_from_spec(spec: str, *, domain: Domain, seed: int = 0) -> Model:
@@ -25,7 +25,7 @@ def model_from_spec(spec: str, *, domain: Domain, seed: int = 0) -> Model:
             )
         return SimulatedModel(name, domain.tasks, seed=seed)  # type: ignore[arg-type]
     if kind == "openai" and name:
-        from plangate.harness._openai import OpenAIModel
+        from plangate.harness.models._openai import OpenAIModel
 
         return OpenAIModel.from_env(name)
     raise ConfigError(

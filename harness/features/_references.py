@@ -33,18 +33,14 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from plangate.harness._errors import ConfigError
-from plangate.harness._features import Feature
 from plangate.harness._messages import ToolCall
-from plangate.harness._skills import LOAD_SKILL
 from plangate.harness._tools import Tool, ToolRetry, tool
-from plangate.harness._turn import FINISH
-
-if TYPE_CHECKING:
-    from plangate.harness._agent import Session
-    from plangate.harness._turn import Turn
+from plangate.harness._turn import FINISH, Turn
+from plangate.harness.features._feature import Feature, SessionView
+from plangate.harness.features._skills import LOAD_SKILL
 
 logger = logging.getLogger("plangate.references")
 
@@ -78,7 +74,7 @@ class ResultReferences(Feature):
 
     def __init__(
         self,
-        session: Session,
+        session: SessionView,
         *,
         time_limit: float = QUERY_TIMEOUT,
         max_output_chars: int = MAX_OUTPUT_CHARS,
@@ -86,15 +82,15 @@ class ResultReferences(Feature):
         super().__init__(session)
         if importlib.util.find_spec("jq") is None:
             raise ConfigError(
-                f"variant {session.agent.variant.name!r} sets 'context.result_reference_chars', "
+                f"variant {session.variant.name!r} sets 'context.result_reference_chars', "
                 "which needs the `jq` package to query stored results; pip install jq"
             )
-        self.threshold = session.agent.variant.context.result_reference_chars
+        self.threshold = session.variant.context.result_reference_chars
         self.time_limit = time_limit
         self.max_output_chars = max_output_chars
         self.results: dict[str, dict[str, Any]] = {}
         """Stored results by reference id: `tool`, `call_id`, `content`, `is_json`, `shape`."""
-        self._exempt = {QUERY_TOOL, FINISH, LOAD_SKILL} | {t.name for t in session._plan_tools}
+        self._exempt = {QUERY_TOOL, FINISH, LOAD_SKILL} | session.plan_tool_names
         self._query = tool(description=_QUERY_DESCRIPTION)(self._query_function())
 
     def tools(self, turn: Turn) -> Sequence[Tool]:

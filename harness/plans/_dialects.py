@@ -10,29 +10,34 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
-from plangate.harness._harness_plan import HarnessPlan
-from plangate.harness._todo import TodoList, todo_tools
+from plangate.harness._messages import SystemMessage
 from plangate.harness._tools import Tool
 from plangate.harness._variant import PlanSettings
+from plangate.harness.plans._dependency import DependencyPlan
+from plangate.harness.plans._dependency_tools import DEPENDENCY_TOOLS, dependency_tools
+from plangate.harness.plans._harness_plan import HarnessPlan
+from plangate.harness.plans._plan import render_plan
+from plangate.harness.plans._todo import TODO_TOOLS, TodoList, todo_tools
 
-if TYPE_CHECKING:
-    from plangate.harness._dependency_plan import DependencyPlan
+Plan = TodoList | HarnessPlan | DependencyPlan
+"""The state of a session's plan, whichever dialect it is in."""
+
+PLAN_TOOLS: frozenset[str] = frozenset((*TODO_TOOLS, *DEPENDENCY_TOOLS))
+"""The names of every plan bookkeeping tool: the todo and the dependency dialects'."""
 
 Propose = Callable[[list[dict[str, Any]]], str]
 """Receives a checked plan that needs approval; returns what the model is told."""
 
 
-def make_plan(settings: PlanSettings) -> TodoList | HarnessPlan | DependencyPlan | None:
+def make_plan(settings: PlanSettings) -> Plan | None:
     """The empty plan state of a dialect (None for `none`)."""
     if settings.dialect == "todo":
         return TodoList(settings.statuses)
     if settings.dialect == "harness":
         return HarnessPlan()
     if settings.dialect == "dependency":
-        from plangate.harness._dependency_plan import DependencyPlan
-
         return DependencyPlan(
             max_plan_steps=settings.max_plan_steps,
             strict_dependencies=settings.strict_dependencies,
@@ -40,17 +45,13 @@ def make_plan(settings: PlanSettings) -> TodoList | HarnessPlan | DependencyPlan
     return None
 
 
-def plan_tools(
-    plan: TodoList | HarnessPlan | DependencyPlan | None, settings: PlanSettings, propose: Propose
-) -> list[Tool]:
+def plan_tools(plan: Plan | None, settings: PlanSettings, propose: Propose) -> list[Tool]:
     """The tools the model plans with (none for the harness-owned plan)."""
     show = settings.message == "history"
     if isinstance(plan, TodoList):
         return todo_tools(plan, show_plan=show)
     if plan is None or isinstance(plan, HarnessPlan):
         return []
-    from plangate.harness._dependency_plan import DependencyPlan, dependency_tools
-
     tools = dependency_tools(plan, show_plan=show)
     if not settings.approve_plan:
         return tools
@@ -66,3 +67,21 @@ def plan_tools(
         else t
         for t in tools
     ]
+
+
+def plan_message(plan: Plan | None, settings: PlanSettings) -> SystemMessage | None:
+    """The plan as the message pinned after the system prompt (None unless the variant pins it).
+
+    Rebuilt from the plan's state on every model call: the harness-owned plan says what to do
+    next; the todo and dependency plans list their items with their markers.
+    """
+    if settings.message != "pinned" or plan is None:
+        return None
+    if isinstance(plan, HarnessPlan):
+        return SystemMessage(content=plan.message())
+    dialect: Literal["todo", "dependency"] = (
+        "dependency" if isinstance(plan, DependencyPlan) else "todo"
+    )
+    return SystemMessage(
+        content=render_plan(plan.items(), statuses=settings.statuses, dialect=dialect)
+    )

@@ -31,7 +31,7 @@ from plangate.harness._messages import (
     Usage,
     UserMessage,
 )
-from plangate.harness._model import ModelError
+from plangate.harness.models._model import ModelError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint used when neither base-URL variable is set."""

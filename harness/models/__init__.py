@@ -1,0 +1,55 @@
+"""Models: the protocol the loop calls, its provider adapter, and the models tests and CI run on.
+
+- `_model`: the `Model` protocol and `ModelError`;
+- `_openai`: `OpenAIModel`, any OpenAI-compatible endpoint (loaded on first use: the `openai`
+  package takes about a second to import);
+- `_scripted`: `ScriptedModel` and `FunctionModel`, the primitives of unit tests;
+- `_simulated`: `SimulatedModel`, deterministic models that reproduce known planning failures;
+- `_spec`: `model_from_spec` for the command line (`sim:NAME`, `openai:MODEL`);
+- `_tokens`: offline token counting.
+
+Imports harness basics and the demo domains (a simulated model works from a domain's tasks).
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from plangate.harness.models._model import Model, ModelError
+from plangate.harness.models._scripted import (
+    FunctionModel,
+    ScriptedModel,
+    SeenRequest,
+    UnexpectedModelCall,
+)
+from plangate.harness.models._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
+from plangate.harness.models._spec import model_from_spec
+from plangate.harness.models._tokens import count_message_tokens, count_tokens
+
+if TYPE_CHECKING:
+    from plangate.harness.models._openai import OpenAIModel
+else:  # not for type checkers: a module `__getattr__` would hide every missing name
+
+    def __getattr__(name: str) -> Any:
+        # The `openai` package takes about a second to import; only pay for it when it is used.
+        if name == "OpenAIModel":
+            from plangate.harness.models._openai import OpenAIModel
+
+            return OpenAIModel
+        raise AttributeError(f"module 'plangate.harness.models' has no attribute {name!r}")
+
+
+__all__ = [
+    "BEHAVIOURS",
+    "Behaviour",
+    "FunctionModel",
+    "Model",
+    "ModelError",
+    "OpenAIModel",
+    "ScriptedModel",
+    "SeenRequest",
+    "SimulatedModel",
+    "UnexpectedModelCall",
+    "count_message_tokens",
+    "count_tokens",
+    "model_from_spec",
+    "read_context",
+]

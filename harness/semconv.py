@@ -1,0 +1,65 @@
+"""The names on plangate's spans: OpenInference's attributes, plangate's own, and the span names.
+
+Defined here once: the harness writes them, the trace table's span reader (`plangate.replay`)
+and the Phoenix code (`plangate.ci.phoenix`) read them. The OpenInference names follow its
+semantic conventions (`openinference.semconv.trace.SpanAttributes`; a test holds them against
+that package); plangate's own names sit under `plangate.`.
+"""
+
+from __future__ import annotations
+
+# -- OpenInference: span attributes -------------------------------------------------------------
+SPAN_KIND = "openinference.span.kind"
+"""AGENT, LLM, TOOL, CHAIN, …"""
+SESSION_ID = "session.id"
+USER_ID = "user.id"
+METADATA = "metadata"
+"""JSON object; plangate's carries the variant and the session's metadata."""
+TAGS = "tag.tags"
+AGENT_NAME = "agent.name"
+INPUT_VALUE = "input.value"
+INPUT_MIME_TYPE = "input.mime_type"
+OUTPUT_VALUE = "output.value"
+OUTPUT_MIME_TYPE = "output.mime_type"
+LLM_MODEL_NAME = "llm.model_name"
+LLM_INPUT_MESSAGES = "llm.input_messages"
+LLM_OUTPUT_MESSAGES = "llm.output_messages"
+LLM_TOOLS = "llm.tools"
+LLM_FINISH_REASON = "llm.finish_reason"
+LLM_PROMPT_TEMPLATE_VARIABLES = "llm.prompt_template.variables"
+TOKENS_PROMPT = "llm.token_count.prompt"
+TOKENS_COMPLETION = "llm.token_count.completion"
+TOKENS_TOTAL = "llm.token_count.total"
+TOOL_NAME = "tool.name"
+TOOL_ID = "tool.id"
+TOOL_PARAMETERS = "tool.parameters"
+"""The tool's JSON schema (a call's arguments go in `input.value`)."""
+
+# -- OpenInference: resource attributes and values ----------------------------------------------
+PROJECT_NAME = "openinference.project.name"
+"""Resource attribute: the Phoenix project spans go to."""
+MIME_JSON = "application/json"
+MIME_TEXT = "text/plain"
+
+# -- plangate's own attributes ------------------------------------------------------------------
+TURN_INDEX = "plangate.turn_index"
+"""On AGENT spans (and the spans a turn's features make): the turn's number in its session."""
+ITERATION = "plangate.iteration"
+"""On LLM and TOOL spans and on events: the model call number within the turn."""
+ITERATIONS = "plangate.iterations"
+"""On AGENT spans: model calls the turn made."""
+STOP_REASON = "plangate.stop_reason"
+"""On AGENT spans: why the turn ended."""
+PLAN = "plangate.plan"
+"""On TOOL spans whose call changed the plan: the plan's JSON snapshot after it."""
+DETAIL = "plangate.detail"
+"""On the AGENT span's events: what the harness noticed or did (the bounced items, the loop)."""
+ORIGINAL_SESSION_ID = "plangate.session_id"
+"""On spans sent to Phoenix: the session id before it was namespaced."""
+
+# -- span names ---------------------------------------------------------------------------------
+AGENT_SPAN_NAME = "agent.turn"
+LLM_SPAN_NAME = "llm.call"
+TOOL_SPAN_PREFIX = "tool."
+"""A TOOL span is named `tool.<name>`."""
+MEMORY_SPAN_NAME = "memory.update"
