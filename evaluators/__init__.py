@@ -1,8 +1,25 @@
-"""Evaluators: pure, versioned functions of a trace table that score every turn."""
+"""Evaluators: pure, versioned functions of a trace table that score every turn.
 
+- one module per evaluator: `_task_completion`, `_plan_adherence` (with `_plan_components`),
+  `_loops` (`tool_call_loops`), `_latency`, `_trajectory` (`trajectory_match`); each registers
+  itself when imported, which this package does;
+- `_registry`: the registry and `evaluate`; `_frame`: the trace table prepared once for all;
+- `_rubric`: the golden rubric (what a turn must do); `_repeats`: pass@k and pass^k;
+- `scores`: the score table they all return (its columns, defined once).
+
+Evaluators import from `plangate.replay` only its trace-table schema (`plangate.replay.schema`),
+and from `plangate.harness` only the run detector (`call_runs`) and the base error.
+"""
+
+from plangate.evaluators import (  # noqa: F401 - importing an evaluator registers it
+    _latency,
+    _loops,
+    _plan_adherence,
+    _task_completion,
+    _trajectory,
+)
 from plangate.evaluators._frame import TraceFrame, prepare
 from plangate.evaluators._registry import (
-    SCORE_SCHEMA,
     Evaluator,
     EvaluatorError,
     evaluate,
@@ -27,6 +44,7 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
+from plangate.evaluators.scores import SCORE_SCHEMA
 
 __all__ = [
     "RUBRIC_VERSION",

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from plangate.replay import validate_table
-
-TURN_KEY = ["session_id", "turn_index"]
+from plangate.evaluators.scores import TURN_KEY
+from plangate.replay.schema import validate_table
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet
+from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
 
-COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 NAME = "latency"
 
 
@@ -45,7 +45,7 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
     for record in stats.to_dict("records"):
         key = (str(record["session_id"]), int(record["turn_index"]))
         rows.append(_row(key, record, rubrics.lookup(*key)))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def _turn_times(frame: TraceFrame) -> pd.DataFrame:

@@ -16,12 +16,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
 from plangate.harness import call_runs
-
-COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 
 
 @evaluator("tool_call_loops", version=1)
@@ -45,7 +44,7 @@ def tool_call_loops(
     stats = per_turn.join(stats)
     result = frame.turns[TURN_KEY].merge(stats, on=TURN_KEY, how="left")
     rows = [_row(r, max_repeats, max_cycle_calls) for r in result.to_dict("records")]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def _run_stats(

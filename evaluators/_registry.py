@@ -1,4 +1,8 @@
-"""Evaluators: named, versioned pure functions of a trace table, one score row per turn."""
+"""The evaluator registry, and `evaluate`: run the named evaluators over a trace table.
+
+Evaluators register themselves with `@evaluator(name, version)` when their modules are imported,
+which the package's `__init__` does.
+"""
 
 from __future__ import annotations
 
@@ -10,29 +14,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from plangate.evaluators._frame import TURN_KEY, TraceFrame, prepare
+from plangate.evaluators._frame import TraceFrame, prepare
 from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators.scores import RESULT_COLUMNS, SCORE_SCHEMA, TURN_KEY
 from plangate.harness import PlangateError
-
-SCORE_SCHEMA = pa.schema(
-    [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("turn_index", pa.int32(), nullable=False),
-        pa.field("evaluator", pa.string(), nullable=False),
-        pa.field("version", pa.int32(), nullable=False),
-        pa.field("score", pa.float64()),
-        pa.field("passed", pa.bool_(), nullable=False),
-        pa.field("label", pa.string(), nullable=False),
-        pa.field("explanation", pa.string(), nullable=False),
-        pa.field("details", pa.string()),
-        pa.field("task_id", pa.string()),
-        pa.field("trial", pa.int32()),
-    ],
-    metadata={"plangate.schema": "plangate.scores", "plangate.version": "1"},
-)
-"""One row per turn and evaluator. `score` is null where it does not apply (e.g. no timing)."""
-
-RESULT_COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 
 EvaluatorFunction = Callable[..., pd.DataFrame]
 """`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> DataFrame[RESULT_COLUMNS]`."""
@@ -68,7 +53,6 @@ def evaluator(name: str, version: int) -> Callable[[EvaluatorFunction], Evaluato
 
 def evaluators() -> dict[str, Evaluator]:
     """The registered evaluators by name."""
-    _load_builtin()
     return dict(_EVALUATORS)
 
 
@@ -130,12 +114,3 @@ def _column(series: pd.Series, kind: pa.DataType) -> pa.Array:
 
 def _missing(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and value != value)
-
-
-def _load_builtin() -> None:
-    # Importing the modules registers their evaluators.
-    import plangate.evaluators._latency
-    import plangate.evaluators._loops
-    import plangate.evaluators._plan_adherence
-    import plangate.evaluators._task_completion
-    import plangate.evaluators._trajectory  # noqa: F401

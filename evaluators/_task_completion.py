@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from plangate.evaluators._frame import TURN_KEY, TraceFrame
+from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet
+from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
 
 OPEN = ("pending", "in_progress")
 _MARK = {
@@ -66,7 +67,7 @@ def task_completion(
         rows.append(_row(key, checks, plan))
     return pd.DataFrame(
         rows,
-        columns=["session_id", "turn_index", "score", "passed", "label", "explanation", "details"],
+        columns=RESULT_COLUMNS,
     )
 
 

@@ -26,12 +26,12 @@ from typing import Any
 
 import pandas as pd
 
-from plangate.evaluators._frame import TURN_KEY, TraceFrame
-from plangate.evaluators._plan_adherence import CONTROL_TOOLS, PLAN_TOOLS
+from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet, ToolExpectation
+from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
+from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS
 
-COLUMNS = ["session_id", "turn_index", "score", "passed", "label", "explanation", "details"]
 IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))
 """Left out of the compared sequence by default: plan bookkeeping and `finish`."""
 MAX_ARGUMENT_CHARS = 80
@@ -87,7 +87,9 @@ def trajectory_match(
     ignored = frozenset(ignore_tools)
     if not rubrics.uses("required_tools"):  # nothing to compare: skip parsing every call
         keys = frame.turns[TURN_KEY].itertuples(index=False)
-        return pd.DataFrame([_row((str(s), int(t)), None, [], 0) for s, t in keys], columns=COLUMNS)
+        return pd.DataFrame(
+            [_row((str(s), int(t)), None, [], 0) for s, t in keys], columns=RESULT_COLUMNS
+        )
     calls = _calls_by_turn(frame, ignored)
     rows = []
     for session_id, turn_index in frame.turns[TURN_KEY].itertuples(index=False):
@@ -95,7 +97,7 @@ def trajectory_match(
         rubric = rubrics.lookup(*key)
         actual, skipped = calls.get(key, ([], 0))
         rows.append(_row(key, rubric, actual, skipped))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def _calls_by_turn(

@@ -37,6 +37,7 @@ from plangate.harness._messages import (
     message_to_dict,
 )
 from plangate.harness._session import Session, SessionError
+from plangate.harness._state import SessionState, session_state
 from plangate.harness._store import SessionStore
 from plangate.harness._tools import Tool, ToolRetry, render_result, tool
 from plangate.harness._turn import (
@@ -91,6 +92,7 @@ __all__ = [
     "ScriptedModel",
     "Session",
     "SessionError",
+    "SessionState",
     "SessionStore",
     "SimulatedModel",
     "StopReason",
@@ -117,5 +119,6 @@ __all__ = [
     "model_from_spec",
     "parse_variant",
     "render_result",
+    "session_state",
     "tool",
 ]

@@ -20,15 +20,19 @@ from plangate.replay._dataset import (
 )
 from plangate.replay._exporter import TraceTableExporter, trace_table_provider
 from plangate.replay._from_traces import dataset_from_traces
-from plangate.replay._import_messages import rows_from_messages
-from plangate.replay._import_otlp import otlp_json_from_spans
-from plangate.replay._import_phoenix import from_phoenix_dataframe
-from plangate.replay._importers import import_formats, import_traces, importer
 from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
 from plangate.replay._record import SessionRequest, load_requests, record, steps
 from plangate.replay._redact import Redactor
 from plangate.replay._replay import Divergence, ReplayResult, first_divergence, replay_turn
-from plangate.replay._schema import (
+from plangate.replay.importers import (
+    from_phoenix_dataframe,
+    import_formats,
+    import_traces,
+    importer,
+    otlp_json_from_spans,
+    rows_from_messages,
+)
+from plangate.replay.schema import (
     COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,

@@ -32,7 +32,7 @@ from plangate.harness import (
     message_from_dict,
     message_to_dict,
 )
-from plangate.replay._schema import canonical_arguments
+from plangate.replay.schema import canonical_arguments
 
 
 class CassetteError(ModelError):

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from plangate.harness import PlangateError
 from plangate.replay._cassette import Exchange, ToolRecord
-from plangate.replay._schema import SCHEMA, validate_table
+from plangate.replay.schema import SCHEMA, validate_table
 
 DATASET_VERSION = 1
 MANIFEST = "manifest.json"

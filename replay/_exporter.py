@@ -24,7 +24,7 @@ from plangate.replay._openinference import (
     rows_from_spans,
     time_from_nanos,
 )
-from plangate.replay._schema import build_table, empty_table
+from plangate.replay.schema import build_table, empty_table
 
 logger = logging.getLogger("plangate.replay")
 

@@ -33,7 +33,7 @@ from plangate.replay._dataset import (
     GoldenDataset,
     table_of,
 )
-from plangate.replay._schema import canonical_arguments
+from plangate.replay.schema import canonical_arguments
 
 Row = dict[str, Any]
 _OUTPUT = "llm.output_messages.0.message."

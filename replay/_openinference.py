@@ -31,26 +31,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import plangate.replay._schema as schema
-from plangate.replay._schema import SPAN_KINDS, STATUS_CODES, TraceTableError, canonical_arguments
+import plangate.replay.schema as schema
+from plangate.harness.semconv import (
+    INPUT_VALUE,
+    ITERATION,
+    LLM_MODEL_NAME,
+    LLM_PROMPT_TEMPLATE_VARIABLES,
+    METADATA,
+    OUTPUT_VALUE,
+    PLAN,
+    SESSION_ID,
+    SPAN_KIND,
+    STOP_REASON,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TOOL_ID,
+    TOOL_NAME,
+    TOOL_PARAMETERS,
+    TURN_INDEX,
+)
+from plangate.replay.schema import SPAN_KINDS, STATUS_CODES, TraceTableError, canonical_arguments
 
-SPAN_KIND = "openinference.span.kind"
-SESSION_ID = "session.id"
-METADATA = "metadata"
-INPUT_VALUE = "input.value"
-OUTPUT_VALUE = "output.value"
-LLM_MODEL_NAME = "llm.model_name"
-TOKENS_PROMPT = "llm.token_count.prompt"
-TOKENS_COMPLETION = "llm.token_count.completion"
-TOOL_NAME = "tool.name"
-TOOL_ID = "tool.id"
-TOOL_PARAMETERS = "tool.parameters"
-ITERATION = "plangate.iteration"
-TURN_INDEX = "plangate.turn_index"
-PLAN = "plangate.plan"
-STOP_REASON = "plangate.stop_reason"
-
-JSON_VALUED = ("metadata", "tool.parameters", "llm.prompt_template.variables")
+JSON_VALUED = (METADATA, TOOL_PARAMETERS, LLM_PROMPT_TEMPLATE_VARIABLES)
 """Attributes whose value is a JSON object sent as text (Phoenix parses them on ingestion)."""
 
 MAPPED = frozenset(

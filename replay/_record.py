@@ -38,7 +38,7 @@ from plangate.replay._dataset import (
 )
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._redact import Redactor
-from plangate.replay._schema import concat_tables
+from plangate.replay.schema import concat_tables
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

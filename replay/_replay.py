@@ -24,11 +24,13 @@ from opentelemetry.sdk.trace import SpanProcessor
 from plangate.harness import (
     Agent,
     Model,
+    SessionState,
     Tool,
     TurnResult,
     get_domain,
     load_variant,
     model_from_spec,
+    session_state,
 )
 from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
 from plangate.replay._dataset import DatasetError, GoldenDataset
@@ -233,21 +235,19 @@ def _memory_before(session_row: dict[str, Any], turn_row: dict[str, Any]) -> Pat
 
 def _state_before(
     dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int
-) -> dict[str, Any]:
+) -> SessionState:
+    """The session's saved state as it was before `turn_index`, in the harness's own layout."""
     session_id = session_row["session_id"]
     history: list[dict[str, Any]] = []
     for index in range(turn_index):
         history.extend(json.loads(dataset.turn(session_id, index)["messages"]))
     turn = dataset.turn(session_id, turn_index)
-    return {
-        "version": 1,
-        "session_id": session_id,
-        "user_id": session_row["user_id"],
-        "metadata": json.loads(session_row.get("metadata") or "{}"),
-        "turns": turn_index,
-        "history": history,
-        "plan": json.loads(turn["plan_before"]) if turn["plan_before"] else None,
-        "turn": None,
-        "proposal": None,
-        "features": json.loads(turn["features_before"] or "{}"),
-    }
+    return session_state(
+        session_id=session_id,
+        user_id=session_row["user_id"],
+        metadata=json.loads(session_row.get("metadata") or "{}"),
+        turns=turn_index,
+        history=history,
+        plan=json.loads(turn["plan_before"]) if turn["plan_before"] else None,
+        features=json.loads(turn["features_before"] or "{}"),
+    )

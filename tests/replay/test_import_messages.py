@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.replay import build_table, import_traces
-from plangate.replay._import_messages import rows_from_messages, span_id_for, trace_id_for
+from plangate.replay.importers._messages import rows_from_messages, span_id_for, trace_id_for
 
 
 def call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:

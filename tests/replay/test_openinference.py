@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from plangate.harness import ScriptedModel, ToolCall
 from plangate.replay import TraceTableError, import_formats, import_traces
 from plangate.replay._exporter import TraceTableExporter, trace_table_provider
-from plangate.replay._import_otlp import otlp_json_from_spans, read_otlp_json
-from plangate.replay._import_phoenix import from_phoenix_dataframe, read_phoenix
+from plangate.replay.importers._otlp import otlp_json_from_spans, read_otlp_json
+from plangate.replay.importers._phoenix import from_phoenix_dataframe, read_phoenix
 from tests.helpers import agent, call
 
 TWO_TASKS = "Add 1 and 2, then add 3 and 4"

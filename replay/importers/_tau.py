@@ -13,16 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from plangate.replay._import_messages import (
-    Row,
-    load_json,
-    located,
-    optional,
-    require,
-    rows_from_messages,
-)
-from plangate.replay._importers import importer
-from plangate.replay._schema import TraceTableError, build_table
+from plangate.replay.importers._messages import rows_from_messages
+from plangate.replay.importers._reading import Row, load_json, located, optional, require
+from plangate.replay.importers._registry import importer
+from plangate.replay.schema import TraceTableError, build_table
 
 SOURCE_TAU_BENCH = "tau-bench"
 SOURCE_TAU2 = "tau2"

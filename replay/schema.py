@@ -28,7 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from plangate.harness import PlangateError, canonical_arguments_text, canonical_json
+from plangate.harness import FINISH, PlangateError, canonical_arguments_text, canonical_json
+from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
+from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
 
 SCHEMA_NAME = "plangate.trace_table"
 SCHEMA_VERSION = 1
@@ -70,6 +72,13 @@ SPAN_KINDS = frozenset(
 )  # fmt: skip
 """OpenInference span kinds."""
 STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
+
+STOP_REASONS = frozenset(HARNESS_STOP_REASONS)
+"""The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
+PLAN_TOOLS = HARNESS_PLAN_TOOLS
+"""The `tool_name`s of plan bookkeeping: the todo and the dependency dialects' tools."""
+CONTROL_TOOLS = frozenset({FINISH})
+"""The `tool_name`s that steer the turn rather than do work."""
 
 _TIME = pa.timestamp("us", tz="UTC")
 

@@ -27,9 +27,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plangate.replay._importers import importer
+from plangate.harness.semconv import SPAN_KIND
 from plangate.replay._openinference import (
-    SPAN_KIND,
     SpanEvent,
     SpanRecord,
     StatusCode,
@@ -37,7 +36,8 @@ from plangate.replay._openinference import (
     rows_from_spans,
     time_from_nanos,
 )
-from plangate.replay._schema import TraceTableError, build_table, to_utc
+from plangate.replay.importers._registry import importer
+from plangate.replay.schema import TraceTableError, build_table, to_utc
 
 SOURCE = "phoenix"
 SPAN_ID = "context.span_id"

@@ -26,10 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from plangate.harness import canonical_json
-from plangate.replay._import_messages import (
-    AGENT_SPAN_NAME,
-    LLM_SPAN_NAME,
-    TOOL_SPAN_PREFIX,
+from plangate.harness.semconv import AGENT_SPAN_NAME, LLM_SPAN_NAME, TOOL_SPAN_PREFIX
+from plangate.replay.importers._reading import (
     Row,
     load_json,
     located,
@@ -39,8 +37,8 @@ from plangate.replay._import_messages import (
     text_of,
     trace_id_for,
 )
-from plangate.replay._importers import importer
-from plangate.replay._schema import (
+from plangate.replay.importers._registry import importer
+from plangate.replay.schema import (
     ATTRIBUTES,
     INPUT_VALUE,
     ITERATION,

@@ -21,7 +21,6 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 
-from plangate.replay._importers import importer
 from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
@@ -29,7 +28,8 @@ from plangate.replay._openinference import (
     rows_from_spans,
     time_from_nanos,
 )
-from plangate.replay._schema import TraceTableError, build_table
+from plangate.replay.importers._registry import importer
+from plangate.replay.schema import TraceTableError, build_table
 
 SOURCE = "otlp"
 

@@ -1,0 +1,25 @@
+"""Importers: other agents' traces into the trace table, one module per format.
+
+Each importer takes a file and returns a trace table; bad input raises `TraceTableError` naming
+the file, the record and the field. Importers keep what a source has (rewards, termination
+reasons, timestamps, token usage) and never invent what it lacks. Importing this package
+registers every format: `openai-messages` (`_messages`), `otlp-json` (`_otlp`), `phoenix`
+(`_phoenix`), `swe-agent` (`_swe`), `tau-bench` and `tau2` (`_tau`). `_reading` holds what they
+share; `_registry` the registry.
+"""
+
+from plangate.replay.importers import _swe, _tau  # noqa: F401 - importing registers them
+from plangate.replay.importers._messages import rows_from_messages
+from plangate.replay.importers._otlp import otlp_json_from_spans
+from plangate.replay.importers._phoenix import from_phoenix_dataframe
+from plangate.replay.importers._registry import Importer, import_formats, import_traces, importer
+
+__all__ = [
+    "Importer",
+    "from_phoenix_dataframe",
+    "import_formats",
+    "import_traces",
+    "importer",
+    "otlp_json_from_spans",
+    "rows_from_messages",
+]
