@@ -41,7 +41,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.bench
 
 datasets: $(STAMP)
-	$(BIN)/python -m plangate.ci._build_datasets
+	$(BIN)/plangate dataset build
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

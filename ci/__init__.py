@@ -1,81 +1,102 @@
-"""The CI side of plangate: the command line, telemetry wiring, the gate and its reports."""
+"""The CI side of plangate: the gate, Phoenix, the pytest plugin, telemetry, and the command line.
 
-from typing import TYPE_CHECKING, Any
+- `gate/`: the gate file, the paired comparison of baseline and candidate, reports;
+- `phoenix/`: the Phoenix server, exports, annotations, datasets, experiments, fetching;
+- `cli/`: every `plangate` command (argument parsing and printing only, calling the library);
+- `_pytest_plugin`: the gate's cases as pytest items (`pytest --plangate GATE.toml`);
+- `_telemetry`: where the reference agent's spans go (nowhere, OTLP, or Phoenix);
+- `_rubrics`: golden turns' rubrics, shared by the gate, Phoenix and the command line.
+
+Library code here never imports `cli/`, and `gate/` never imports `phoenix/`. Everything loads on
+first use: the gate pulls in pandas and pyarrow, which `plangate run` should not pay for, and
+the pytest plugin (imported by every pytest run where plangate is installed) should cost nothing
+until `--plangate` is given.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plangate._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from plangate.ci._cli import main
-    from plangate.ci._compare import Comparison, VariantScore, compare
-    from plangate.ci._gate import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict, run_gate
-    from plangate.ci._gate_file import GateFile, GateFileError, load_gate
-    from plangate.ci._html_report import html_report
-    from plangate.ci._phoenix import AnnotationReport, annotate, session_url, trace_url
-    from plangate.ci._phoenix_dataset import PhoenixDataset, mirror_dataset
-    from plangate.ci._phoenix_experiment import PhoenixExperiment, run_experiment
-    from plangate.ci._phoenix_export import ExportReport, PhoenixExport
-    from plangate.ci._phoenix_fetch import fetch_spans, golden_from_phoenix
-    from plangate.ci._phoenix_gate import publish_verdict
-    from plangate.ci._phoenix_server import PhoenixServer
-    from plangate.ci._phoenix_server import down as phoenix_down
-    from plangate.ci._phoenix_server import status as phoenix_status
-    from plangate.ci._phoenix_server import up as phoenix_up
-    from plangate.ci._reports import junit, markdown, verdict_json, write_reports
     from plangate.ci._telemetry import Telemetry, telemetry
-
-_LAZY = {
-    "main": "plangate.ci._cli",
+    from plangate.ci.gate import (
+        CaseResult,
+        Comparison,
+        EvaluatorVerdict,
+        GateFile,
+        GateFileError,
+        NoiseFloor,
+        VariantScore,
+        Verdict,
+        compare,
+        gate_with_reports,
+        html_report,
+        junit,
+        load_gate,
+        markdown,
+        run_gate,
+        verdict_json,
+        write_outputs,
+        write_reports,
+    )
+    from plangate.ci.phoenix import (
+        AnnotationReport,
+        ExportReport,
+        PhoenixDataset,
+        PhoenixExperiment,
+        PhoenixExport,
+        PhoenixServer,
+        annotate,
+        fetch_spans,
+        golden_from_phoenix,
+        mirror_dataset,
+        publish_verdict,
+        run_experiment,
+        session_url,
+        trace_url,
+    )
+_HOME = {
+    "AnnotationReport": "plangate.ci.phoenix",
+    "CaseResult": "plangate.ci.gate",
+    "Comparison": "plangate.ci.gate",
+    "EvaluatorVerdict": "plangate.ci.gate",
+    "ExportReport": "plangate.ci.phoenix",
+    "GateFile": "plangate.ci.gate",
+    "GateFileError": "plangate.ci.gate",
+    "NoiseFloor": "plangate.ci.gate",
+    "PhoenixDataset": "plangate.ci.phoenix",
+    "PhoenixExperiment": "plangate.ci.phoenix",
+    "PhoenixExport": "plangate.ci.phoenix",
+    "PhoenixServer": "plangate.ci.phoenix",
     "Telemetry": "plangate.ci._telemetry",
+    "VariantScore": "plangate.ci.gate",
+    "Verdict": "plangate.ci.gate",
+    "annotate": "plangate.ci.phoenix",
+    "compare": "plangate.ci.gate",
+    "fetch_spans": "plangate.ci.phoenix",
+    "gate_with_reports": "plangate.ci.gate",
+    "golden_from_phoenix": "plangate.ci.phoenix",
+    "html_report": "plangate.ci.gate",
+    "junit": "plangate.ci.gate",
+    "load_gate": "plangate.ci.gate",
+    "markdown": "plangate.ci.gate",
+    "mirror_dataset": "plangate.ci.phoenix",
+    "publish_verdict": "plangate.ci.phoenix",
+    "run_experiment": "plangate.ci.phoenix",
+    "run_gate": "plangate.ci.gate",
+    "session_url": "plangate.ci.phoenix",
     "telemetry": "plangate.ci._telemetry",
-    "Comparison": "plangate.ci._compare",
-    "VariantScore": "plangate.ci._compare",
-    "compare": "plangate.ci._compare",
-    "NoiseFloor": "plangate.ci._gate",
-    "html_report": "plangate.ci._html_report",
-    "AnnotationReport": "plangate.ci._phoenix",
-    "annotate": "plangate.ci._phoenix",
-    "session_url": "plangate.ci._phoenix",
-    "trace_url": "plangate.ci._phoenix",
-    "PhoenixDataset": "plangate.ci._phoenix_dataset",
-    "mirror_dataset": "plangate.ci._phoenix_dataset",
-    "PhoenixExperiment": "plangate.ci._phoenix_experiment",
-    "run_experiment": "plangate.ci._phoenix_experiment",
-    "fetch_spans": "plangate.ci._phoenix_fetch",
-    "golden_from_phoenix": "plangate.ci._phoenix_fetch",
-    "PhoenixServer": "plangate.ci._phoenix_server",
-    "phoenix_up": "plangate.ci._phoenix_server",
-    "phoenix_down": "plangate.ci._phoenix_server",
-    "phoenix_status": "plangate.ci._phoenix_server",
-    "publish_verdict": "plangate.ci._phoenix_gate",
-    "ExportReport": "plangate.ci._phoenix_export",
-    "PhoenixExport": "plangate.ci._phoenix_export",
-    "CaseResult": "plangate.ci._gate",
-    "EvaluatorVerdict": "plangate.ci._gate",
-    "Verdict": "plangate.ci._gate",
-    "run_gate": "plangate.ci._gate",
-    "GateFile": "plangate.ci._gate_file",
-    "GateFileError": "plangate.ci._gate_file",
-    "load_gate": "plangate.ci._gate_file",
-    "junit": "plangate.ci._reports",
-    "markdown": "plangate.ci._reports",
-    "verdict_json": "plangate.ci._reports",
-    "write_reports": "plangate.ci._reports",
+    "trace_url": "plangate.ci.phoenix",
+    "verdict_json": "plangate.ci.gate",
+    "write_outputs": "plangate.ci.gate",
+    "write_reports": "plangate.ci.gate",
 }
+"""Where each public name lives: everything loads on first use."""
 
-
-_RENAMED = {"phoenix_up": "up", "phoenix_down": "down", "phoenix_status": "status"}
-"""Public names that differ from the name in their module."""
-
-
-def __getattr__(name: str) -> Any:
-    # Everything loads on first use: the gate pulls in pandas and pyarrow, which `plangate
-    # run` should not pay for, and the pytest plugin (imported by every pytest run where
-    # plangate is installed) should cost nothing until `--plangate` is given.
-    if name in _LAZY:
-        import importlib
-
-        module = importlib.import_module(_LAZY[name])
-        return getattr(module, _RENAMED.get(name, name))
-    raise AttributeError(f"module 'plangate.ci' has no attribute {name!r}")
-
+if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every missing name
+    __getattr__ = lazy_getattr(__name__, _HOME)
 
 __all__ = [
     "AnnotationReport",
@@ -83,35 +104,33 @@ __all__ = [
     "Comparison",
     "EvaluatorVerdict",
     "ExportReport",
-    "PhoenixServer",
-    "fetch_spans",
-    "golden_from_phoenix",
-    "phoenix_down",
-    "phoenix_status",
-    "phoenix_up",
-    "publish_verdict",
     "GateFile",
     "GateFileError",
     "NoiseFloor",
     "PhoenixDataset",
     "PhoenixExperiment",
     "PhoenixExport",
+    "PhoenixServer",
     "Telemetry",
     "VariantScore",
     "Verdict",
     "annotate",
     "compare",
+    "fetch_spans",
+    "gate_with_reports",
+    "golden_from_phoenix",
     "html_report",
     "junit",
     "load_gate",
-    "main",
     "markdown",
     "mirror_dataset",
+    "publish_verdict",
     "run_experiment",
     "run_gate",
     "session_url",
     "telemetry",
     "trace_url",
     "verdict_json",
+    "write_outputs",
     "write_reports",
 ]

@@ -36,8 +36,7 @@ import pytest
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
 
-    from plangate.ci._gate import Case, CaseResult, Verdict
-    from plangate.ci._gate_file import GateFile, Side
+    from plangate.ci.gate import Case, CaseResult, GateFile, Side, Verdict
 
 
 class ItemFailed(Exception):
@@ -70,8 +69,7 @@ class GateRun:
     def _run(self) -> Verdict | None:
         import asyncio
 
-        from plangate.ci._gate import run_gate
-        from plangate.ci._gate_cli import write_outputs
+        from plangate.ci.gate import run_gate, write_outputs
         from plangate.harness import PlangateError
 
         try:
@@ -133,8 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def load_run(config: pytest.Config, option: str) -> GateRun:
     """The gate file and its cases; any problem is a usage error naming the file and the key."""
-    from plangate.ci._gate import gate_cases
-    from plangate.ci._gate_file import load_gate
+    from plangate.ci.gate import gate_cases, load_gate
     from plangate.harness import PlangateError
 
     repeats = config.getoption("plangate_repeats")

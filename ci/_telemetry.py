@@ -15,11 +15,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from plangate.harness import ConfigError
+from plangate.harness.semconv import PROJECT_NAME
 
 Exporter = Literal["memory", "otlp", "none"]
 """Where spans go."""
-
-PROJECT_NAME = "openinference.project.name"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

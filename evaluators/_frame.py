@@ -8,7 +8,7 @@ import pandas as pd
 import pyarrow as pa
 
 from plangate.evaluators.scores import TURN_KEY
-from plangate.replay.schema import validate_table
+from plangate.replay.schema import SPAN_KIND, START_TIME, validate_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +36,13 @@ def prepare(table: pa.Table) -> TraceFrame:
     spans = table.to_pandas()
     spans["row"] = range(len(spans))
     spans = spans.sort_values(
-        [*TURN_KEY, "start_time", "row"], na_position="last", kind="stable"
+        [*TURN_KEY, START_TIME, "row"], na_position="last", kind="stable"
     ).reset_index(drop=True)
     spans["seq"] = spans.groupby(TURN_KEY, sort=False).cumcount()
     keys = spans[TURN_KEY].drop_duplicates().reset_index(drop=True)
-    agents = spans[spans["span_kind"] == "AGENT"].drop_duplicates(TURN_KEY)
+    agents = spans[spans[SPAN_KIND] == "AGENT"].drop_duplicates(TURN_KEY)
     turns = keys.merge(agents, on=TURN_KEY, how="left")
-    tools = spans[spans["span_kind"] == "TOOL"].reset_index(drop=True)
+    tools = spans[spans[SPAN_KIND] == "TOOL"].reset_index(drop=True)
     tools["call"] = tools.groupby(TURN_KEY, sort=False).cumcount()
-    llms = spans[spans["span_kind"] == "LLM"].reset_index(drop=True)
+    llms = spans[spans[SPAN_KIND] == "LLM"].reset_index(drop=True)
     return TraceFrame(spans=spans, turns=turns, tools=tools, llms=llms)

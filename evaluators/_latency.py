@@ -21,7 +21,25 @@ import pyarrow as pa
 from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet
-from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
+from plangate.evaluators.scores import (
+    DETAILS,
+    EVALUATOR,
+    EXPLANATION,
+    LABEL,
+    PASSED,
+    RESULT_COLUMNS,
+    SCORE,
+    TURN_KEY,
+)
+from plangate.replay.schema import (
+    END_TIME,
+    SESSION_ID,
+    SPAN_KIND,
+    START_TIME,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TURN_INDEX,
+)
 
 NAME = "latency"
 
@@ -43,7 +61,7 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
     stats = frame.turns[TURN_KEY].merge(_turn_times(frame), on=TURN_KEY, how="left")
     rows = []
     for record in stats.to_dict("records"):
-        key = (str(record["session_id"]), int(record["turn_index"]))
+        key = (str(record[SESSION_ID]), int(record[TURN_INDEX]))
         rows.append(_row(key, record, rubrics.lookup(*key)))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -51,13 +69,13 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
 def _turn_times(frame: TraceFrame) -> pd.DataFrame:
     """Times, iterations and tokens per turn, one groupby per span kind."""
     spans = frame.spans
-    seconds = (spans["end_time"] - spans["start_time"]).dt.total_seconds().astype("float64")
+    seconds = (spans[END_TIME] - spans[START_TIME]).dt.total_seconds().astype("float64")
     timed = spans.assign(seconds=seconds, untimed=seconds.isna())
     by_turn = timed.groupby(TURN_KEY, sort=False)
-    span_wall = (by_turn["end_time"].max() - by_turn["start_time"].min()).dt.total_seconds()
-    agents = timed[timed["span_kind"] == "AGENT"].drop_duplicates(TURN_KEY).set_index(TURN_KEY)
-    llms = timed[timed["span_kind"] == "LLM"].groupby(TURN_KEY, sort=False)
-    tools = timed[timed["span_kind"] == "TOOL"].groupby(TURN_KEY, sort=False)
+    span_wall = (by_turn[END_TIME].max() - by_turn[START_TIME].min()).dt.total_seconds()
+    agents = timed[timed[SPAN_KIND] == "AGENT"].drop_duplicates(TURN_KEY).set_index(TURN_KEY)
+    llms = timed[timed[SPAN_KIND] == "LLM"].groupby(TURN_KEY, sort=False)
+    tools = timed[timed[SPAN_KIND] == "TOOL"].groupby(TURN_KEY, sort=False)
     stats = pd.DataFrame(
         {
             "agent_wall": agents["seconds"],
@@ -68,8 +86,8 @@ def _turn_times(frame: TraceFrame) -> pd.DataFrame:
             "tool_untimed": tools["untimed"].any(),
             "iterations": llms.size(),
             "tool_calls": tools.size(),
-            "tokens_prompt": llms["tokens_prompt"].sum(min_count=1).astype("float64"),
-            "tokens_completion": llms["tokens_completion"].sum(min_count=1).astype("float64"),
+            TOKENS_PROMPT: llms[TOKENS_PROMPT].sum(min_count=1).astype("float64"),
+            TOKENS_COMPLETION: llms[TOKENS_COMPLETION].sum(min_count=1).astype("float64"),
         }
     )
     stats["wall"] = stats["agent_wall"].fillna(stats["span_wall"])
@@ -106,13 +124,13 @@ def _row(key: tuple[str, int], record: dict[str, Any], rubric: Rubric | None) ->
         label = "within budget"
         parts.append(f"within {_budget(max_seconds, max_iterations)}")
     return {
-        "session_id": key[0],
-        "turn_index": key[1],
-        "score": wall,
-        "passed": not over,
-        "label": label,
-        "explanation": "; ".join(over + parts),
-        "details": details,
+        SESSION_ID: key[0],
+        TURN_INDEX: key[1],
+        SCORE: wall,
+        PASSED: not over,
+        LABEL: label,
+        EXPLANATION: "; ".join(over + parts),
+        DETAILS: details,
     }
 
 
@@ -132,8 +150,8 @@ def _details(
         "harness_seconds": _number(record.get("harness")),
         "iterations": count("iterations") or 0,
         "tool_calls": count("tool_calls") or 0,
-        "tokens_prompt": count("tokens_prompt"),
-        "tokens_completion": count("tokens_completion"),
+        TOKENS_PROMPT: count(TOKENS_PROMPT),
+        TOKENS_COMPLETION: count(TOKENS_COMPLETION),
         "max_seconds": max_seconds,
         "max_iterations": max_iterations,
     }
@@ -158,7 +176,7 @@ def _timing(details: dict[str, Any]) -> str:
 def _counts(details: dict[str, Any]) -> str:
     iterations = _plural(details["iterations"], "iteration")
     text = f"{iterations}, {_plural(details['tool_calls'], 'tool call')}"
-    prompt, completion = details["tokens_prompt"], details["tokens_completion"]
+    prompt, completion = details[TOKENS_PROMPT], details[TOKENS_COMPLETION]
     if prompt is None and completion is None:
         return text + ", no token counts"
     return text + f", {prompt or 0:,} prompt + {completion or 0:,} completion tokens"
@@ -200,8 +218,8 @@ def latency_summary(scores: pa.Table | pd.DataFrame) -> dict[str, Any]:
     """
     table = latency_details(scores)
     wall = table["wall_seconds"].dropna().to_numpy("float64")
-    prompt = table["tokens_prompt"].dropna()
-    completion = table["tokens_completion"].dropna()
+    prompt = table[TOKENS_PROMPT].dropna()
+    completion = table[TOKENS_COMPLETION].dropna()
     has_tokens = len(prompt) + len(completion) > 0
     return {
         "turns": len(table),
@@ -210,8 +228,8 @@ def latency_summary(scores: pa.Table | pd.DataFrame) -> dict[str, Any]:
         "p95_seconds": _percentile(wall, 95),
         "p99_seconds": _percentile(wall, 99),
         "mean_iterations": float(table["iterations"].mean()) if len(table) else None,
-        "tokens_prompt": int(prompt.sum()) if len(prompt) else None,
-        "tokens_completion": int(completion.sum()) if len(completion) else None,
+        TOKENS_PROMPT: int(prompt.sum()) if len(prompt) else None,
+        TOKENS_COMPLETION: int(completion.sum()) if len(completion) else None,
         "tokens_total": int(prompt.sum() + completion.sum()) if has_tokens else None,
     }
 
@@ -265,13 +283,13 @@ def latency_details(scores: pa.Table | pd.DataFrame) -> pd.DataFrame:
         `tokens_completion` (floats, NaN where missing).
     """
     frame = scores.to_pandas() if isinstance(scores, pa.Table) else scores
-    if "evaluator" in frame.columns:
-        frame = frame[frame["evaluator"] == NAME]
-    parsed = [_parse(d) for d in frame["details"]]
+    if EVALUATOR in frame.columns:
+        frame = frame[frame[EVALUATOR] == NAME]
+    parsed = [_parse(d) for d in frame[DETAILS]]
     numbers = pd.DataFrame(
         {
             name: pd.array([p.get(name) for p in parsed], dtype="Float64")
-            for name in ("wall_seconds", "iterations", "tokens_prompt", "tokens_completion")
+            for name in ("wall_seconds", "iterations", TOKENS_PROMPT, TOKENS_COMPLETION)
         }
     ).astype("float64")
     keys = frame[TURN_KEY].reset_index(drop=True)

@@ -2,7 +2,7 @@
 
 A call is its tool name plus canonical arguments (call ids are ignored: some agents reuse one id
 for every repeat). Runs of identical consecutive calls come from the same detector as the
-harness's loop guard (`harness.call_runs`), applied to every turn of the table in one pass.
+harness's loop guard (`plangate.harness.call_runs`), applied to every turn of the table in one pass.
 Per turn: the longest run and where it starts, redundant calls (exact repeats of an earlier call
 anywhere in the turn), the longest A,B,A,B alternation, and the time and tokens the repeats
 cost. The score is the share of calls that were not redundant.
@@ -19,8 +19,26 @@ import pandas as pd
 from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
-from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
+from plangate.evaluators.scores import (
+    DETAILS,
+    EXPLANATION,
+    LABEL,
+    PASSED,
+    RESULT_COLUMNS,
+    SCORE,
+    TURN_KEY,
+)
 from plangate.harness import call_runs
+from plangate.replay.schema import (
+    END_TIME,
+    SESSION_ID,
+    START_TIME,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TOOL_ARGS,
+    TOOL_NAME,
+    TURN_INDEX,
+)
 
 
 @evaluator("tool_call_loops", version=1)
@@ -33,9 +51,9 @@ def tool_call_loops(
     calls alternate over more than `max_cycle_calls` calls.
     """
     tools = frame.tools
-    keys = (
-        tools["tool_name"].astype(str) + " " + tools["tool_args"].fillna("").astype(str)
-    ).to_numpy(object)
+    keys = (tools[TOOL_NAME].astype(str) + " " + tools[TOOL_ARGS].fillna("").astype(str)).to_numpy(
+        object
+    )
     groups = tools.groupby(TURN_KEY, sort=False).ngroup().to_numpy()
     stats = _run_stats(tools, keys, groups)
     stats = stats.join(_cycle_stats(keys, groups), how="left")
@@ -108,16 +126,14 @@ def _waste(
     repeat = np.zeros(len(keys), dtype=bool)
     if len(keys) > 1:
         repeat[1:] = (keys[1:] == keys[:-1]) & (groups[1:] == groups[:-1])
-    seconds = (tools["end_time"] - tools["start_time"]).dt.total_seconds()
+    seconds = (tools[END_TIME] - tools[START_TIME]).dt.total_seconds()
     wasted = pd.DataFrame(
         {"group": groups, "seconds": seconds.where(repeat, 0.0).astype("float64")}
     )
-    timed = tools["start_time"].notna().groupby(groups).all()
+    timed = tools[START_TIME].notna().groupby(groups).all()
     out = wasted.groupby("group")["seconds"].sum().where(timed).rename("seconds_wasted").to_frame()
-    llm = frame.llms[[*TURN_KEY, "iteration", "tokens_prompt", "tokens_completion"]].copy()
-    llm["tokens"] = llm["tokens_prompt"].astype("float64") + llm["tokens_completion"].astype(
-        "float64"
-    )
+    llm = frame.llms[[*TURN_KEY, "iteration", TOKENS_PROMPT, TOKENS_COMPLETION]].copy()
+    llm["tokens"] = llm[TOKENS_PROMPT].astype("float64") + llm[TOKENS_COMPLETION].astype("float64")
     repeated = (
         tools.loc[repeat, [*TURN_KEY, "iteration"]].assign(group=groups[repeat]).drop_duplicates()
     )
@@ -130,15 +146,15 @@ def _waste(
 
 def _row(stats: dict[str, Any], max_repeats: int, max_cycle_calls: int) -> dict[str, Any]:
     calls = int(_number(stats.get("calls")) or 0)
-    base = {"session_id": stats["session_id"], "turn_index": int(stats["turn_index"])}
+    base = {SESSION_ID: stats[SESSION_ID], TURN_INDEX: int(stats[TURN_INDEX])}
     if calls == 0:
         return {
             **base,
-            "score": 1.0,
-            "passed": True,
-            "label": "no calls",
-            "explanation": "no tool calls",
-            "details": {"calls": 0},
+            SCORE: 1.0,
+            PASSED: True,
+            LABEL: "no calls",
+            EXPLANATION: "no tool calls",
+            DETAILS: {"calls": 0},
         }
     longest = int(stats["longest"])
     start = int(stats["loop_start"])
@@ -170,11 +186,11 @@ def _row(stats: dict[str, Any], max_repeats: int, max_cycle_calls: int) -> dict[
     }
     return {
         **base,
-        "score": 1.0 - redundant / calls,
-        "passed": not (looped or cycled),
-        "label": "loop" if looped else "cycle" if cycled else "ok",
-        "explanation": "; ".join(parts),
-        "details": details,
+        SCORE: 1.0 - redundant / calls,
+        PASSED: not (looped or cycled),
+        LABEL: "loop" if looped else "cycle" if cycled else "ok",
+        EXPLANATION: "; ".join(parts),
+        DETAILS: details,
     }
 
 

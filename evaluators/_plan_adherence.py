@@ -40,7 +40,7 @@ from plangate.evaluators._plan_components import Limits, verdict
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
-from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS
+from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS, SESSION_ID, SPAN_KIND, TOOL_NAME
 
 CLOSED = ("completed", "blocked", "failed")
 """Statuses that say what became of an item."""
@@ -98,7 +98,7 @@ def plan_adherence(
 def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """Tool calls in order: turn id, seq, call number, tool, kind, work calls so far."""
     tools = frame.tools
-    names = tools["tool_name"].fillna(tools["name"].str.removeprefix("tool."))
+    names = tools[TOOL_NAME].fillna(tools["name"].str.removeprefix("tool."))
     calls = pd.DataFrame(
         {
             "turn": _turn_ids(tools, turns),
@@ -116,7 +116,7 @@ def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
 def _snapshots(frame: TraceFrame, turns: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """Plan snapshots in order; a turn's initial plan (from earlier turns) has seq -1."""
     spans = frame.spans
-    rows = spans[spans["plan"].notna() & (spans["span_kind"] != "AGENT")]
+    rows = spans[spans["plan"].notna() & (spans[SPAN_KIND] != "AGENT")]
     own = pd.DataFrame(
         {
             "turn": _turn_ids(rows, turns),
@@ -126,8 +126,8 @@ def _snapshots(frame: TraceFrame, turns: pd.DataFrame, calls: pd.DataFrame) -> p
         }
     )
     last = own.groupby("turn")["plan"].last().reindex(turns.index)
-    carried = last.groupby(turns["session_id"].to_numpy(object)).shift(1)
-    carried = carried.groupby(turns["session_id"].to_numpy(object)).ffill()
+    carried = last.groupby(turns[SESSION_ID].to_numpy(object)).shift(1)
+    carried = carried.groupby(turns[SESSION_ID].to_numpy(object)).ffill()
     carried = carried[carried.notna() & carried.index.isin(own["turn"])]
     initial = pd.DataFrame(
         {"turn": carried.index, "seq": -1, "plan": carried.to_numpy(object), "inherited": True}
@@ -349,7 +349,7 @@ def _four_status(items: pd.DataFrame, turns: pd.DataFrame) -> pd.Series:
     """Per turn: whether its session's plans ever show an item in progress (four statuses)."""
     active = (items["status"] == "in_progress").groupby(items["turn"]).any()
     active = active.reindex(turns.index, fill_value=False).astype(bool)
-    return active.groupby(turns["session_id"].to_numpy(object)).transform("any").astype(bool)
+    return active.groupby(turns[SESSION_ID].to_numpy(object)).transform("any").astype(bool)
 
 
 def _work_up_to(events: pd.DataFrame, column: str, calls: pd.DataFrame) -> Any:

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from plangate.evaluators.scores import DETAILS, EXPLANATION, LABEL, PASSED, SCORE
+from plangate.replay.schema import SESSION_ID, TURN_INDEX
+
 MAX_LISTED = 5
 
 
@@ -40,16 +43,16 @@ def verdict(
     key: tuple[str, int], record: dict[str, Any], limits: Limits, plan_expected: bool
 ) -> dict[str, Any]:
     """The result row of one turn from its evidence `record` (no plan: no score)."""
-    base = {"session_id": key[0], "turn_index": key[1]}
+    base = {SESSION_ID: key[0], TURN_INDEX: key[1]}
     if _count(record, "items") == 0 or _count(record, "snapshots") == 0:
         return {
             **base,
-            "score": None,
-            "passed": not plan_expected,
-            "label": "no plan",
-            "explanation": "no plan in this turn"
+            SCORE: None,
+            PASSED: not plan_expected,
+            LABEL: "no plan",
+            EXPLANATION: "no plan in this turn"
             + ("; the rubric expects one" if plan_expected else ""),
-            "details": {"plan": False, "plan_expected": plan_expected},
+            DETAILS: {"plan": False, "plan_expected": plan_expected},
         }
     components = [build(record, limits) for build in _COMPONENTS]
     applicable = [c.score for c in components if c.score is not None]
@@ -59,11 +62,11 @@ def verdict(
     details["components"] = {c.name: c.score for c in components}
     return {
         **base,
-        "score": sum(applicable) / len(applicable) if applicable else None,
-        "passed": not failed,
-        "label": failed[0].label if failed else "adherent",
-        "explanation": "; ".join(c.text for c in shown),
-        "details": details,
+        SCORE: sum(applicable) / len(applicable) if applicable else None,
+        PASSED: not failed,
+        LABEL: failed[0].label if failed else "adherent",
+        EXPLANATION: "; ".join(c.text for c in shown),
+        DETAILS: details,
     }
 
 

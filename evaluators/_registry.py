@@ -16,8 +16,16 @@ import pyarrow as pa
 
 from plangate.evaluators._frame import TraceFrame, prepare
 from plangate.evaluators._rubric import RubricSet
-from plangate.evaluators.scores import RESULT_COLUMNS, SCORE_SCHEMA, TURN_KEY
+from plangate.evaluators.scores import (
+    DETAILS,
+    EVALUATOR,
+    PASSED,
+    RESULT_COLUMNS,
+    SCORE_SCHEMA,
+    TURN_KEY,
+)
 from plangate.harness import PlangateError
+from plangate.replay.schema import TASK_ID, TURN_INDEX
 
 EvaluatorFunction = Callable[..., pd.DataFrame]
 """`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> DataFrame[RESULT_COLUMNS]`."""
@@ -92,15 +100,15 @@ def _run(
             f"evaluator {spec.name!r}: bad parameters {sorted(params)}: {exc}"
         ) from exc
     result = result[RESULT_COLUMNS].copy()
-    result["details"] = [
+    result[DETAILS] = [
         json.dumps(d, sort_keys=True, default=str) if d is not None else None
-        for d in result["details"]
+        for d in result[DETAILS]
     ]
-    result["evaluator"] = spec.name
+    result[EVALUATOR] = spec.name
     result["version"] = spec.version
-    ids = frame.turns[[*TURN_KEY, "task_id", "trial"]]
+    ids = frame.turns[[*TURN_KEY, TASK_ID, "trial"]]
     result = result.merge(ids, on=TURN_KEY, how="left")
-    result = result.astype({"turn_index": "int64", "passed": "bool"})
+    result = result.astype({TURN_INDEX: "int64", PASSED: "bool"})
     columns = {
         name: _column(result[name], SCORE_SCHEMA.field(name).type) for name in SCORE_SCHEMA.names
     }

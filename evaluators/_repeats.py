@@ -15,7 +15,9 @@ from math import comb
 import pandas as pd
 import pyarrow as pa
 
+from plangate.evaluators.scores import EVALUATOR, PASSED
 from plangate.harness import PlangateError
+from plangate.replay.schema import SESSION_ID, TASK_ID, TURN_INDEX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,13 +38,13 @@ def task_outcomes(
 ) -> pd.DataFrame:
     """Per task: tries `n` and passes `c` for one evaluator."""
     frame = scores.to_pandas() if isinstance(scores, pa.Table) else scores
-    rows = frame[frame["evaluator"] == evaluator]
+    rows = frame[frame[EVALUATOR] == evaluator]
     if rows.empty:
         raise PlangateError(f"no {evaluator!r} scores to count repeats from")
-    task = rows["task_id"].where(
-        rows["task_id"].notna(), rows["session_id"] + "#" + rows["turn_index"].astype(str)
+    task = rows[TASK_ID].where(
+        rows[TASK_ID].notna(), rows[SESSION_ID] + "#" + rows[TURN_INDEX].astype(str)
     )
-    grouped = rows.assign(task=task).groupby("task")["passed"]
+    grouped = rows.assign(task=task).groupby("task")[PASSED]
     return pd.DataFrame({"n": grouped.size(), "c": grouped.sum().astype(int)})
 
 

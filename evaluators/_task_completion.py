@@ -20,7 +20,16 @@ import pandas as pd
 from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet
-from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
+from plangate.evaluators.scores import (
+    DETAILS,
+    EXPLANATION,
+    LABEL,
+    PASSED,
+    RESULT_COLUMNS,
+    SCORE,
+    TURN_KEY,
+)
+from plangate.replay.schema import SESSION_ID, TOOL_ARGS, TOOL_NAME, TURN_INDEX
 
 OPEN = ("pending", "in_progress")
 _MARK = {
@@ -76,13 +85,13 @@ def _from_reward(
 ) -> dict[str, Any]:
     passed = reward >= threshold
     return {
-        "session_id": key[0],
-        "turn_index": key[1],
-        "score": reward,
-        "passed": passed,
-        "label": "success" if passed else "failure",
-        "explanation": f"{source} judged the turn: reward {reward:g}",
-        "details": {"reward": reward, "source": source},
+        SESSION_ID: key[0],
+        TURN_INDEX: key[1],
+        SCORE: reward,
+        PASSED: passed,
+        LABEL: "success" if passed else "failure",
+        EXPLANATION: f"{source} judged the turn: reward {reward:g}",
+        DETAILS: {"reward": reward, "source": source},
     }
 
 
@@ -154,8 +163,8 @@ def _row(key: tuple[str, int], checks: Checks, plan: list[dict[str, Any]] | None
         if checks.notes:
             explanation += f" ({'; '.join(checks.notes)})"
         details = {"checks": 0, "failures": [], "plan_items": 0}
-        return {**_key(key), "score": None, "passed": True, "label": "no evidence",
-                "explanation": explanation, "details": details}  # fmt: skip
+        return {**_key(key), SCORE: None, PASSED: True, LABEL: "no evidence",
+                EXPLANATION: explanation, DETAILS: details}  # fmt: skip
     if passed:
         explanation = "ended by finish with every plan item closed" if plan else "ended by finish"
         if checks.applied > 2:
@@ -165,13 +174,13 @@ def _row(key: tuple[str, int], checks: Checks, plan: list[dict[str, Any]] | None
     if checks.notes:
         explanation += f" ({'; '.join(checks.notes)})"
     return {
-        "session_id": key[0],
-        "turn_index": key[1],
-        "score": score,
-        "passed": passed,
-        "label": "complete" if passed else "incomplete",
-        "explanation": explanation,
-        "details": {
+        SESSION_ID: key[0],
+        TURN_INDEX: key[1],
+        SCORE: score,
+        PASSED: passed,
+        LABEL: "complete" if passed else "incomplete",
+        EXPLANATION: explanation,
+        DETAILS: {
             "checks": checks.applied,
             "failures": checks.failures,
             "plan_items": len(plan or []),
@@ -180,17 +189,17 @@ def _row(key: tuple[str, int], checks: Checks, plan: list[dict[str, Any]] | None
 
 
 def _key(key: tuple[str, int]) -> dict[str, Any]:
-    return {"session_id": key[0], "turn_index": key[1]}
+    return {SESSION_ID: key[0], TURN_INDEX: key[1]}
 
 
 def _calls_by_turn(frame: TraceFrame) -> dict[tuple[str, int], list[tuple[str, Any]]]:
     calls: dict[tuple[str, int], list[tuple[str, Any]]] = {}
     tools = frame.tools
     for session, turn, name, args in zip(
-        tools["session_id"],
-        tools["turn_index"],
-        tools["tool_name"],
-        tools["tool_args"],
+        tools[SESSION_ID],
+        tools[TURN_INDEX],
+        tools[TOOL_NAME],
+        tools[TOOL_ARGS],
         strict=True,
     ):
         calls.setdefault((session, int(turn)), []).append((str(name), _parse(args)))

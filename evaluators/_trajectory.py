@@ -29,8 +29,23 @@ import pandas as pd
 from plangate.evaluators._frame import TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import Rubric, RubricSet, ToolExpectation
-from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
-from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS
+from plangate.evaluators.scores import (
+    DETAILS,
+    EXPLANATION,
+    LABEL,
+    PASSED,
+    RESULT_COLUMNS,
+    SCORE,
+    TURN_KEY,
+)
+from plangate.replay.schema import (
+    CONTROL_TOOLS,
+    PLAN_TOOLS,
+    SESSION_ID,
+    TOOL_ARGS,
+    TOOL_NAME,
+    TURN_INDEX,
+)
 
 IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))
 """Left out of the compared sequence by default: plan bookkeeping and `finish`."""
@@ -105,19 +120,19 @@ def _calls_by_turn(
 ) -> dict[tuple[str, int], tuple[list[Call], int]]:
     """Per turn: the compared calls, and how many calls were left out."""
     tools = frame.tools
-    names = tools["tool_name"].fillna(tools["name"].str.removeprefix("tool.")).astype(str)
+    names = tools[TOOL_NAME].fillna(tools["name"].str.removeprefix("tool.")).astype(str)
     kept = ~names.isin(ignored)
-    skipped = (~kept).groupby([tools["session_id"], tools["turn_index"]]).sum()
+    skipped = (~kept).groupby([tools[SESSION_ID], tools[TURN_INDEX]]).sum()
     out: dict[tuple[str, int], tuple[list[Call], int]] = {
         (str(s), int(t)): ([], int(n)) for (s, t), n in skipped.items()
     }
     chosen = tools[kept]
     for session, turn, position, name, text in zip(
-        chosen["session_id"],
-        chosen["turn_index"],
+        chosen[SESSION_ID],
+        chosen[TURN_INDEX],
         chosen["call"],
         names[kept],
-        chosen["tool_args"].fillna("").astype(str),
+        chosen[TOOL_ARGS].fillna("").astype(str),
         strict=True,
     ):
         call = Call(position=int(position) + 1, name=name, arguments=_parse(text), text=text)
@@ -128,15 +143,15 @@ def _calls_by_turn(
 def _row(
     key: tuple[str, int], rubric: Rubric | None, actual: list[Call], skipped: int
 ) -> dict[str, Any]:
-    base = {"session_id": key[0], "turn_index": key[1]}
+    base = {SESSION_ID: key[0], TURN_INDEX: key[1]}
     if rubric is None or not rubric.required_tools:
         return {
             **base,
-            "score": None,
-            "passed": True,
-            "label": "no rubric",
-            "explanation": "the rubric names no required tools",
-            "details": {"calls": len(actual), "ignored_calls": skipped},
+            SCORE: None,
+            PASSED: True,
+            LABEL: "no rubric",
+            EXPLANATION: "the rubric names no required tools",
+            DETAILS: {"calls": len(actual), "ignored_calls": skipped},
         }
     expected = list(rubric.required_tools)
     result = _COMPARE[rubric.order](actual, expected)
@@ -152,11 +167,11 @@ def _row(
         explanation += f"; {len(result.mismatches) - 1} more mismatches"
     return {
         **base,
-        "score": result.score,
-        "passed": passed,
-        "label": "match" if passed else "mismatch",
-        "explanation": explanation,
-        "details": {
+        SCORE: result.score,
+        PASSED: passed,
+        LABEL: "match" if passed else "mismatch",
+        EXPLANATION: explanation,
+        DETAILS: {
             "order": rubric.order,
             "expected": [e.describe() for e in expected],
             "actual": [c.describe() for c in actual],

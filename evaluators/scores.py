@@ -46,3 +46,6 @@ TURN_KEY = [SESSION_ID, TURN_INDEX]
 
 RESULT_COLUMNS = [*TURN_KEY, SCORE, PASSED, LABEL, EXPLANATION, DETAILS]
 """What an evaluator function returns, one row per turn (the registry adds the rest)."""
+
+ANNOTATED_COLUMNS = (*TURN_KEY, EVALUATOR, SCORE, PASSED, LABEL, EXPLANATION)
+"""What a score row must have to become an annotation (in Phoenix, say)."""

@@ -14,9 +14,10 @@ This root re-exports the names a user starts from; everything loads on first use
 
 from __future__ import annotations
 
-import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+
+from plangate._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from plangate.ci import GateFile, Verdict, load_gate, run_gate
@@ -69,12 +70,13 @@ _HOME = {
 """Where each public name lives."""
 
 
-def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        return metadata.version("plangate")
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'plangate' has no attribute {name!r}")
+if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every missing name
+    _names = lazy_getattr(__name__, _HOME)
+
+    def __getattr__(name: str) -> Any:
+        if name == "__version__":
+            return metadata.version("plangate")
+        return _names(name)
 
 
 __all__ = [

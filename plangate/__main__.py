@@ -2,6 +2,6 @@
 
 import sys
 
-from plangate.ci import main
+from plangate.ci.cli import main
 
 sys.exit(main())

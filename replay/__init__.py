@@ -1,4 +1,16 @@
-"""Trace tables, importers, and (later) golden datasets and replay."""
+"""The trace table, golden datasets, and replay: recorded turns run again against a variant.
+
+- `schema` (public): the trace table, one row per span: its columns, schema and checks;
+- `_openinference`, `_exporter`: spans (OpenInference) into rows; the in-process exporter;
+- `importers/`: other agents' traces (tau-bench, tau2, SWE-agent, OTLP JSON, Phoenix, OpenAI
+  messages) into trace tables;
+- `_dataset`, `_record`, `_cassette`, `_redact`, `_from_traces`: golden datasets, recording
+  them (secrets redacted) with a cassette of every exchange, and goldens from any trace table;
+- `_replay`: one recorded turn again, with answers from the cassette, a simulated or a live
+  model, and where the new trajectory diverged.
+
+Imports `plangate.harness` only (the agent that records and replays, and its vocabulary).
+"""
 
 from plangate.replay._cassette import (
     CassetteError,
@@ -49,6 +61,9 @@ from plangate.replay.schema import (
 )
 
 __all__ = [
+    "COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
     "CassetteError",
     "CassetteModel",
     "DatasetError",
@@ -60,41 +75,38 @@ __all__ = [
     "Redactor",
     "ReplayResult",
     "SessionRequest",
-    "ToolRecord",
-    "cassette_tools",
-    "dataset_from_traces",
-    "fingerprint",
-    "first_divergence",
-    "load_requests",
-    "read_dataset",
-    "record",
-    "recording_tools",
-    "replay_turn",
-    "steps",
-    "validate_dataset",
-    "write_dataset",
-    "COLUMNS",
-    "SCHEMA",
-    "SCHEMA_VERSION",
     "SpanEvent",
     "SpanRecord",
+    "ToolRecord",
     "TraceTableError",
     "TraceTableExporter",
     "build_table",
     "canonical_arguments",
+    "cassette_tools",
     "concat_tables",
+    "dataset_from_traces",
     "empty_table",
+    "fingerprint",
+    "first_divergence",
     "from_phoenix_dataframe",
     "import_formats",
     "import_traces",
     "importer",
+    "load_requests",
     "otlp_json_from_spans",
+    "read_dataset",
     "read_table",
+    "record",
+    "recording_tools",
+    "replay_turn",
     "rows_from_messages",
     "rows_from_spans",
+    "steps",
     "to_utc",
     "trace_table_provider",
+    "validate_dataset",
     "validate_table",
+    "write_dataset",
     "write_parquet",
     "write_table",
 ]

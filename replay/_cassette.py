@@ -32,7 +32,7 @@ from plangate.harness import (
     message_from_dict,
     message_to_dict,
 )
-from plangate.replay.schema import canonical_arguments
+from plangate.replay.schema import MODEL_NAME, canonical_arguments
 
 
 class CassetteError(ModelError):
@@ -76,7 +76,7 @@ class Exchange:
         return ModelResponse(
             message=message,
             usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
-            model_name=self.response.get("model_name", ""),
+            model_name=self.response.get(MODEL_NAME, ""),
             finish_reason=self.response.get("finish_reason"),
         )
 
@@ -132,7 +132,7 @@ class Recorder:
                 response={
                     "message": message_to_dict(response.message),
                     "usage": [response.usage.prompt_tokens, response.usage.completion_tokens],
-                    "model_name": response.model_name,
+                    MODEL_NAME: response.model_name,
                     "finish_reason": response.finish_reason,
                 },
             )

@@ -32,14 +32,22 @@ import pyarrow.parquet as pq
 
 from plangate.harness import PlangateError
 from plangate.replay._cassette import Exchange, ToolRecord
-from plangate.replay.schema import SCHEMA, validate_table
+from plangate.replay.schema import (
+    SCHEMA,
+    SESSION_ID,
+    STOP_REASON,
+    TOOL_ARGS,
+    TOOL_NAME,
+    TURN_INDEX,
+    validate_table,
+)
 
 DATASET_VERSION = 1
 MANIFEST = "manifest.json"
 
 SESSIONS = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
+        pa.field(SESSION_ID, pa.string(), nullable=False),
         pa.field("user_id", pa.string(), nullable=False),
         pa.field("variant", pa.string(), nullable=False),
         pa.field("model", pa.string(), nullable=False),
@@ -51,8 +59,8 @@ SESSIONS = pa.schema(
 )
 TURNS = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field(SESSION_ID, pa.string(), nullable=False),
+        pa.field(TURN_INDEX, pa.int32(), nullable=False),
         pa.field("request", pa.string(), nullable=False),
         pa.field("rubric", pa.string()),
         pa.field("plan_before", pa.string()),
@@ -60,14 +68,14 @@ TURNS = pa.schema(
         pa.field("memory_before", pa.string()),
         pa.field("messages", pa.string(), nullable=False),
         pa.field("steps", pa.string(), nullable=False),
-        pa.field("stop_reason", pa.string()),
+        pa.field(STOP_REASON, pa.string()),
         pa.field("answer", pa.string()),
     ]
 )
 MODEL_CASSETTE = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field(SESSION_ID, pa.string(), nullable=False),
+        pa.field(TURN_INDEX, pa.int32(), nullable=False),
         pa.field("iteration", pa.int32(), nullable=False),
         pa.field("fingerprint", pa.string(), nullable=False),
         pa.field("request", pa.string(), nullable=False),
@@ -77,11 +85,11 @@ MODEL_CASSETTE = pa.schema(
 )
 TOOL_CASSETTE = pa.schema(
     [
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("turn_index", pa.int32(), nullable=False),
+        pa.field(SESSION_ID, pa.string(), nullable=False),
+        pa.field(TURN_INDEX, pa.int32(), nullable=False),
         pa.field("position", pa.int32(), nullable=False),
-        pa.field("tool_name", pa.string(), nullable=False),
-        pa.field("tool_args", pa.string(), nullable=False),
+        pa.field(TOOL_NAME, pa.string(), nullable=False),
+        pa.field(TOOL_ARGS, pa.string(), nullable=False),
         pa.field("status", pa.string(), nullable=False),
         pa.field("result", pa.string(), nullable=False),
         pa.field("error_type", pa.string()),
@@ -116,7 +124,7 @@ class GoldenDataset:
     def turn(self, session_id: str, turn_index: int) -> dict[str, Any]:
         """One turn's row."""
         for row in self.turns.to_pylist():
-            if row["session_id"] == session_id and row["turn_index"] == turn_index:
+            if row[SESSION_ID] == session_id and row[TURN_INDEX] == turn_index:
                 return dict(row)
         raise DatasetError(
             f"dataset {self.name!r} has no turn {turn_index} in session {session_id!r}"
@@ -125,9 +133,9 @@ class GoldenDataset:
     def session(self, session_id: str) -> dict[str, Any]:
         """One session's row."""
         for row in self.sessions.to_pylist():
-            if row["session_id"] == session_id:
+            if row[SESSION_ID] == session_id:
                 return dict(row)
-        known = ", ".join(self.sessions["session_id"].to_pylist()[:8])
+        known = ", ".join(self.sessions[SESSION_ID].to_pylist()[:8])
         raise DatasetError(f"dataset {self.name!r} has no session {session_id!r}; some: {known}")
 
     def exchanges(self, session_id: str, turn_index: int) -> list[Exchange]:
@@ -135,12 +143,12 @@ class GoldenDataset:
         rows = [
             r
             for r in self.model_cassette.to_pylist()
-            if r["session_id"] == session_id and r["turn_index"] == turn_index
+            if r[SESSION_ID] == session_id and r[TURN_INDEX] == turn_index
         ]
         return [
             Exchange(
-                session_id=r["session_id"],
-                turn_index=r["turn_index"],
+                session_id=r[SESSION_ID],
+                turn_index=r[TURN_INDEX],
                 iteration=r["iteration"],
                 fingerprint=r["fingerprint"],
                 request=json.loads(r["request"]),
@@ -155,8 +163,7 @@ class GoldenDataset:
         rows = [
             r
             for r in self.tool_cassette.to_pylist()
-            if r["session_id"] == session_id
-            and (turn_index is None or r["turn_index"] == turn_index)
+            if r[SESSION_ID] == session_id and (turn_index is None or r[TURN_INDEX] == turn_index)
         ]
         return [ToolRecord(**{**r, "error_type": r.get("error_type") or ""}) for r in rows]
 
@@ -310,16 +317,16 @@ def _check_file(
 
 
 def _check_references(tables: dict[str, pa.Table]) -> list[str]:
-    sessions = set(tables["sessions.parquet"]["session_id"].to_pylist())
+    sessions = set(tables["sessions.parquet"][SESSION_ID].to_pylist())
     turns = set(
         zip(
-            tables["turns.parquet"]["session_id"].to_pylist(),
-            tables["turns.parquet"]["turn_index"].to_pylist(),
+            tables["turns.parquet"][SESSION_ID].to_pylist(),
+            tables["turns.parquet"][TURN_INDEX].to_pylist(),
             strict=True,
         )
     )
     problems = []
-    turn_sessions = tables["turns.parquet"]["session_id"].to_pylist()
+    turn_sessions = tables["turns.parquet"][SESSION_ID].to_pylist()
     for row, session in enumerate(turn_sessions):
         if session not in sessions:
             problems.append(
@@ -328,7 +335,7 @@ def _check_references(tables: dict[str, pa.Table]) -> list[str]:
             )
     for name in ("model_cassette.parquet", "tool_cassette.parquet", "spans.parquet"):
         table = tables[name]
-        pairs = zip(table["session_id"].to_pylist(), table["turn_index"].to_pylist(), strict=True)
+        pairs = zip(table[SESSION_ID].to_pylist(), table[TURN_INDEX].to_pylist(), strict=True)
         for row, pair in enumerate(pairs):
             if pair not in turns:
                 problems.append(

@@ -2,7 +2,7 @@
 
 Each turn (an AGENT span and the rows under it) becomes a turn row: the request is the AGENT
 span's input, the messages are rebuilt from the LLM spans' output (assistant messages with their
-tool calls) and the TOOL spans (tool messages), the steps are computed as `replay.steps` computes
+tool calls) and the TOOL spans (tool messages), the steps are computed as `_record.steps` computes
 them from a live turn (calls, plan changes, the stop). The model cassette is rebuilt from the LLM
 spans that carry their content: the request messages from `input.value` (`{"messages": [...]}`),
 the offered tools from `llm.tools.N.tool.json_schema`, the answer from `llm.output_messages`.
@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plangate.harness import semconv
 from plangate.replay._cassette import fingerprint_of
 from plangate.replay._dataset import (
     MODEL_CASSETTE,
@@ -33,7 +34,24 @@ from plangate.replay._dataset import (
     GoldenDataset,
     table_of,
 )
-from plangate.replay.schema import canonical_arguments
+from plangate.replay.schema import (
+    INPUT_VALUE,
+    MODEL_NAME,
+    OUTPUT_VALUE,
+    SESSION_ID,
+    SPAN_KIND,
+    START_TIME,
+    STATUS_CODE,
+    STOP_REASON,
+    TOKENS_COMPLETION,
+    TOKENS_PROMPT,
+    TOOL_ARGS,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    TOOL_OUTPUT,
+    TURN_INDEX,
+    canonical_arguments,
+)
 
 Row = dict[str, Any]
 _OUTPUT = "llm.output_messages.0.message."
@@ -64,17 +82,17 @@ def dataset_from_traces(
     Raises:
         DatasetError: A chosen session is not in the table, or the table has no turn.
     """
-    present = list(dict.fromkeys(table["session_id"].to_pylist()))
+    present = list(dict.fromkeys(table[SESSION_ID].to_pylist()))
     chosen = list(sessions) if sessions else present
     missing = [s for s in chosen if s not in present]
     if missing:
         raise DatasetError(
             f"session {missing[0]!r} is not in the trace table; some: {', '.join(present[:8])}"
         )
-    spans = table.filter(pc.is_in(table["session_id"], value_set=pa.array(chosen, pa.string())))
+    spans = table.filter(pc.is_in(table[SESSION_ID], value_set=pa.array(chosen, pa.string())))
     turns: dict[tuple[str, int], list[Row]] = defaultdict(list)
     for row in spans.to_pylist():
-        turns[(row["session_id"], row["turn_index"])].append(row)
+        turns[(row[SESSION_ID], row[TURN_INDEX])].append(row)
     if not turns:
         raise DatasetError("the trace table has no turn to make a dataset of")
     errors = _call_errors(spans)
@@ -98,15 +116,15 @@ class _Built:
 
 
 def _session(session_id: str, spans: pa.Table) -> Row:
-    rows = [r for r in spans.to_pylist() if r["session_id"] == session_id]
-    agent = next((r for r in rows if r["span_kind"] == "AGENT"), rows[0])
+    rows = [r for r in spans.to_pylist() if r[SESSION_ID] == session_id]
+    agent = next((r for r in rows if r[SPAN_KIND] == "AGENT"), rows[0])
     attributes = _attributes(agent)
-    metadata = attributes.get("metadata")
+    metadata = attributes.get(semconv.METADATA)
     meta = metadata if isinstance(metadata, dict) else {}
-    models = [r["model_name"] for r in rows if r["span_kind"] == "LLM" and r["model_name"]]
+    models = [r[MODEL_NAME] for r in rows if r[SPAN_KIND] == "LLM" and r[MODEL_NAME]]
     return {
-        "session_id": session_id,
-        "user_id": str(attributes.get("user.id") or "user"),
+        SESSION_ID: session_id,
+        "user_id": str(attributes.get(semconv.USER_ID) or "user"),
         "variant": next((r["variant"] for r in rows if r["variant"]), "unknown"),
         "model": models[0] if models else "unknown",
         "domain": meta.get("domain"),
@@ -119,42 +137,42 @@ def _session(session_id: str, spans: pa.Table) -> Row:
 def _call_errors(spans: pa.Table) -> dict[tuple[str, str], bool]:
     """Per (session, tool call id): whether the call's result was an error."""
     return {
-        (r["session_id"], r["tool_call_id"]): r["status_code"] == "ERROR"
+        (r[SESSION_ID], r[TOOL_CALL_ID]): r[STATUS_CODE] == "ERROR"
         for r in spans.to_pylist()
-        if r["span_kind"] == "TOOL" and r["tool_call_id"]
+        if r[SPAN_KIND] == "TOOL" and r[TOOL_CALL_ID]
     }
 
 
 def _turn(key: tuple[str, int], rows: list[Row], errors: dict[tuple[str, str], bool]) -> _Built:
     session_id, turn_index = key
-    agent = next((r for r in rows if r["span_kind"] == "AGENT"), None)
-    request = (agent or {}).get("input_value") or ""
-    llms = sorted((r for r in rows if r["span_kind"] == "LLM"), key=_order)
-    tools = sorted((r for r in rows if r["span_kind"] == "TOOL"), key=_order)
+    agent = next((r for r in rows if r[SPAN_KIND] == "AGENT"), None)
+    request = (agent or {}).get(INPUT_VALUE) or ""
+    llms = sorted((r for r in rows if r[SPAN_KIND] == "LLM"), key=_order)
+    tools = sorted((r for r in rows if r[SPAN_KIND] == "TOOL"), key=_order)
     exchanges, calls = _exchanges(session_id, turn_index, llms, tools)
     for exchange in exchanges:
         exchange["request"] = [_ours(m, session_id, errors) for m in exchange["request"]]
         if exchange["request"]:
             exchange["fingerprint"] = fingerprint_of(exchange["request"], exchange["tools"])
     messages = [{"role": "user", "content": request}, *_messages(exchanges, calls)]
-    stop = (agent or {}).get("stop_reason")
+    stop = (agent or {}).get(STOP_REASON)
     turn = {
-        "session_id": session_id,
-        "turn_index": turn_index,
+        SESSION_ID: session_id,
+        TURN_INDEX: turn_index,
         "request": request,
         "rubric": None,
         "plan_before": None,
         "features_before": None,
         "messages": json.dumps(messages, ensure_ascii=False),
         "steps": json.dumps(_steps(calls, _plans(agent, tools), stop), ensure_ascii=False),
-        "stop_reason": stop,
-        "answer": (agent or {}).get("output_value"),
+        STOP_REASON: stop,
+        "answer": (agent or {}).get(OUTPUT_VALUE),
     }
     return _Built(turn, [_exchange_row(e) for e in exchanges], _tool_rows(key, tools))
 
 
 def _order(row: Row) -> tuple[int, float]:
-    start = row["start_time"]
+    start = row[START_TIME]
     return (row["iteration"] or 0, start.timestamp() if start is not None else 0.0)
 
 
@@ -220,9 +238,9 @@ def _asked_calls(llm: Row) -> list[Row]:
 def _calls_of(iteration: int, tools: list[Row]) -> list[Row]:
     return [
         {
-            "id": r["tool_call_id"] or f"call-{r['span_id']}",
-            "name": r["tool_name"] or r["name"],
-            "arguments": r["tool_args"] or "{}",
+            "id": r[TOOL_CALL_ID] or f"call-{r['span_id']}",
+            "name": r[TOOL_NAME] or r["name"],
+            "arguments": r[TOOL_ARGS] or "{}",
         }
         for r in tools
         if (r["iteration"] or 0) == iteration
@@ -233,13 +251,13 @@ def _attach(asked: list[Row], iteration: int, unused: list[Row]) -> list[Row]:
     """Each asked call with its TOOL row (by call id, else by name), consuming the row."""
     out = []
     for call in asked:
-        row = next((r for r in unused if r["tool_call_id"] == call["id"]), None)
+        row = next((r for r in unused if r[TOOL_CALL_ID] == call["id"]), None)
         if row is None:
             row = next(
                 (
                     r
                     for r in unused
-                    if (r["tool_name"] or r["name"]) == call["name"]
+                    if (r[TOOL_NAME] or r["name"]) == call["name"]
                     and (r["iteration"] or 0) == iteration
                 ),
                 None,
@@ -256,29 +274,29 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
     names = _offered(attributes)
     message: Row = {
         "role": "assistant",
-        "content": str(attributes.get(_OUTPUT + "content") or llm["output_value"] or ""),
+        "content": str(attributes.get(_OUTPUT + "content") or llm[OUTPUT_VALUE] or ""),
     }
     if asked:
         message["tool_calls"] = asked
     return {
-        "session_id": session_id,
-        "turn_index": turn_index,
+        SESSION_ID: session_id,
+        TURN_INDEX: turn_index,
         "iteration": iteration,
         "fingerprint": "",
         "request": request,
         "tools": names,
         "response": {
             "message": message,
-            "usage": [llm["tokens_prompt"] or 0, llm["tokens_completion"] or 0],
-            "model_name": llm["model_name"] or "",
-            "finish_reason": attributes.get("llm.finish_reason"),
+            "usage": [llm[TOKENS_PROMPT] or 0, llm[TOKENS_COMPLETION] or 0],
+            MODEL_NAME: llm[MODEL_NAME] or "",
+            "finish_reason": attributes.get(semconv.LLM_FINISH_REASON),
         },
     }
 
 
 def _request_messages(llm: Row) -> list[Row]:
     try:
-        value = json.loads(llm["input_value"] or "")
+        value = json.loads(llm[INPUT_VALUE] or "")
     except json.JSONDecodeError:
         return []
     messages = value.get("messages") if isinstance(value, dict) else None
@@ -293,7 +311,7 @@ def _ours(message: Row, session_id: str, errors: dict[tuple[str, str], bool]) ->
     if out.get("tool_calls"):
         out["tool_calls"] = [_flat_call(c) for c in out["tool_calls"]]
     if out.get("role") == "tool" and "is_error" not in out:
-        out["is_error"] = errors.get((session_id, str(out.get("tool_call_id"))), True)
+        out["is_error"] = errors.get((session_id, str(out.get(TOOL_CALL_ID))), True)
     return out
 
 
@@ -351,8 +369,8 @@ def _tool_message(call: Row) -> Row:
     row = call["row"]
     return {
         "role": "tool",
-        "content": (row["tool_output"] or "") if row else "",
-        "tool_call_id": call["id"],
+        "content": (row[TOOL_OUTPUT] or "") if row else "",
+        TOOL_CALL_ID: call["id"],
         "name": call["name"],
         "is_error": _status(row) == "error",
     }
@@ -360,16 +378,16 @@ def _tool_message(call: Row) -> Row:
 
 def _status(row: Row | None) -> str:
     """A call's status as `steps` writes it; a call without a TOOL span was refused."""
-    return "error" if row is None or row["status_code"] == "ERROR" else "ok"
+    return "error" if row is None or row[STATUS_CODE] == "ERROR" else "ok"
 
 
 def _plans(agent: Row | None, tools: list[Row]) -> list[tuple[int, str]]:
     """Plan snapshots by iteration: the AGENT span's `plan_updated` events, else the plan column."""
     events = _events(agent)
     found = [
-        (int(e["attributes"].get("plangate.iteration", 0)), str(e["attributes"]["plangate.detail"]))
+        (int(e["attributes"].get(semconv.ITERATION, 0)), str(e["attributes"][semconv.DETAIL]))
         for e in events
-        if e.get("name") == "plan_updated" and "plangate.detail" in e.get("attributes", {})
+        if e.get("name") == "plan_updated" and semconv.DETAIL in e.get("attributes", {})
     ]
     if found:
         return found
@@ -392,7 +410,7 @@ def _events(agent: Row | None) -> list[dict[str, Any]]:
 
 
 def _steps(calls: list[Row], plans: list[tuple[int, str]], stop: str | None) -> list[str]:
-    """Like `replay.steps`: per iteration, its calls then its plan changes; then the stop."""
+    """Like `_record.steps`: per iteration, its calls then its plan changes; then the stop."""
     last = max([c["iteration"] for c in calls] + [i for i, _ in plans] + [0])
     out: list[str] = []
     for iteration in range(0, last + 1):
@@ -418,13 +436,13 @@ def _exchange_row(exchange: Row) -> Row:
 def _tool_rows(key: tuple[str, int], tools: list[Row]) -> list[Row]:
     return [
         {
-            "session_id": key[0],
-            "turn_index": key[1],
+            SESSION_ID: key[0],
+            TURN_INDEX: key[1],
             "position": position,
-            "tool_name": row["tool_name"] or row["name"],
-            "tool_args": canonical_arguments(row["tool_args"] or "{}"),
-            "status": "error" if row["status_code"] == "ERROR" else "ok",
-            "result": _PLAN_NOTE.sub("", row["tool_output"] or ""),
+            TOOL_NAME: row[TOOL_NAME] or row["name"],
+            TOOL_ARGS: canonical_arguments(row[TOOL_ARGS] or "{}"),
+            "status": "error" if row[STATUS_CODE] == "ERROR" else "ok",
+            "result": _PLAN_NOTE.sub("", row[TOOL_OUTPUT] or ""),
             "error_type": _error_type(row),
         }
         for position, row in enumerate(tools)
@@ -432,7 +450,7 @@ def _tool_rows(key: tuple[str, int], tools: list[Row]) -> list[Row]:
 
 
 def _error_type(row: Row) -> str:
-    if row["status_code"] != "ERROR" or not row["events"]:
+    if row[STATUS_CODE] != "ERROR" or not row["events"]:
         return ""
     try:
         events = json.loads(row["events"])

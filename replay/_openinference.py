@@ -50,7 +50,13 @@ from plangate.harness.semconv import (
     TOOL_PARAMETERS,
     TURN_INDEX,
 )
-from plangate.replay.schema import SPAN_KINDS, STATUS_CODES, TraceTableError, canonical_arguments
+from plangate.replay.schema import (
+    SPAN_KINDS,
+    STATUS_CODES,
+    TASK_ID,
+    TraceTableError,
+    canonical_arguments,
+)
 
 JSON_VALUED = (METADATA, TOOL_PARAMETERS, LLM_PROMPT_TEMPLATE_VARIABLES)
 """Attributes whose value is a JSON object sent as text (Phoenix parses them on ingestion)."""
@@ -229,7 +235,7 @@ def _row(span: SpanRecord, session_id: str, turn_index: int, source: str) -> dic
         schema.VARIANT: _text(metadata.get("variant")),
         schema.STOP_REASON: _text(attributes.get(STOP_REASON)),
         schema.REWARD: _number(metadata.get("reward"), "metadata.reward", span),
-        schema.TASK_ID: _text(metadata.get("task_id")),
+        schema.TASK_ID: _text(metadata.get(TASK_ID)),
         schema.TRIAL: _integer(metadata.get("trial"), "metadata.trial", span),
     }
 

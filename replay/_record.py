@@ -38,7 +38,14 @@ from plangate.replay._dataset import (
 )
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._redact import Redactor
-from plangate.replay.schema import concat_tables
+from plangate.replay.schema import (
+    SESSION_ID,
+    STOP_REASON,
+    TOOL_ARGS,
+    TOOL_NAME,
+    TURN_INDEX,
+    concat_tables,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +103,7 @@ def load_requests(text: str, where: str) -> list[SessionRequest]:
 
 
 def _session_request(entry: Any, where: str) -> SessionRequest:
-    if not isinstance(entry, dict) or not isinstance(entry.get("session_id"), str):
+    if not isinstance(entry, dict) or not isinstance(entry.get(SESSION_ID), str):
         raise DatasetError(f"{where}: expected an object with a 'session_id' string")
     turns = entry.get("turns")
     if not isinstance(turns, list) or not turns:
@@ -115,7 +122,7 @@ def _session_request(entry: Any, where: str) -> SessionRequest:
                 f"{where}: turns[{index}]: expected a request string or {{'request': ...}}"
             )
     return SessionRequest(
-        session_id=entry["session_id"],
+        session_id=entry[SESSION_ID],
         requests=tuple(requests),
         rubrics=tuple(rubrics),
         user_id=str(entry.get("user_id", "user")),
@@ -199,7 +206,7 @@ async def _record_session(
     )
     recorded = RecordedSession(
         session={
-            "session_id": request.session_id,
+            SESSION_ID: request.session_id,
             "user_id": request.user_id,
             "variant": variant,
             "model": spec,
@@ -224,8 +231,8 @@ async def _record_turn(
     recorder.begin_turn(session.session_id, index)
     result = await session.run_turn(text)
     return {
-        "session_id": session.session_id,
-        "turn_index": index,
+        SESSION_ID: session.session_id,
+        TURN_INDEX: index,
         "request": text,
         "rubric": json.dumps(rubric, sort_keys=True) if rubric is not None else None,
         "plan_before": json.dumps(before["plan"]) if before["plan"] is not None else None,
@@ -233,15 +240,15 @@ async def _record_turn(
         "memory_before": memory.read() if memory is not None else None,
         "messages": json.dumps([message_to_dict(m) for m in result.messages], ensure_ascii=False),
         "steps": json.dumps(steps(result), ensure_ascii=False),
-        "stop_reason": result.stop_reason,
+        STOP_REASON: result.stop_reason,
         "answer": result.answer,
     }
 
 
 def _exchange_row(exchange: Any) -> dict[str, Any]:
     return {
-        "session_id": exchange.session_id,
-        "turn_index": exchange.turn_index,
+        SESSION_ID: exchange.session_id,
+        TURN_INDEX: exchange.turn_index,
         "iteration": exchange.iteration,
         "fingerprint": exchange.fingerprint,
         "request": exchange.request,
@@ -268,11 +275,11 @@ def _refingerprint(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _tool_row(record: Any) -> dict[str, Any]:
     return {
-        "session_id": record.session_id,
-        "turn_index": record.turn_index,
+        SESSION_ID: record.session_id,
+        TURN_INDEX: record.turn_index,
         "position": record.position,
-        "tool_name": record.tool_name,
-        "tool_args": record.tool_args,
+        TOOL_NAME: record.tool_name,
+        TOOL_ARGS: record.tool_args,
         "status": record.status,
         "result": record.result,
         "error_type": record.error_type,

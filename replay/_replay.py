@@ -36,6 +36,7 @@ from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
 from plangate.replay._dataset import DatasetError, GoldenDataset
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._record import steps
+from plangate.replay.schema import SESSION_ID, STOP_REASON, TURN_INDEX
 
 ToolSource = Literal["cassette", "live"]
 
@@ -78,8 +79,8 @@ class ReplayResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (what `plangate replay --json` prints per turn)."""
         return {
-            "session_id": self.session_id,
-            "turn_index": self.turn_index,
+            SESSION_ID: self.session_id,
+            TURN_INDEX: self.turn_index,
             "variant": self.variant,
             "model": self.model,
             "identical": self.divergence is None and self.error is None,
@@ -90,7 +91,7 @@ class ReplayResult:
                 "recorded": self.divergence.recorded,
                 "replayed": self.divergence.replayed,
             },
-            "stop_reason": self.result.stop_reason if self.result else None,
+            STOP_REASON: self.result.stop_reason if self.result else None,
             "drift": self.drift,
             "error": self.error,
         }
@@ -148,8 +149,8 @@ async def replay_turn(
     )
     session.restore(_state_before(dataset, session_row, turn_index))
     base = {
-        "session_id": session_id,
-        "turn_index": turn_index,
+        SESSION_ID: session_id,
+        TURN_INDEX: turn_index,
         "variant": chosen,
         "model": model,
         "recorded": recorded,
@@ -181,7 +182,7 @@ def _model(
     seed: int | None = None,
 ) -> Model:
     if spec in ("cassette", "cassette-lenient"):
-        exchanges = dataset.exchanges(session_row["session_id"], turn_index)
+        exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
     domain = get_domain(session_row["domain"])
     chosen = seed if seed is not None else session_row.get("seed") or 0
@@ -192,7 +193,7 @@ def _tools(
     dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int, source: ToolSource
 ) -> Callable[[], Sequence[Tool]]:
     domain = get_domain(session_row["domain"])
-    session_id = session_row["session_id"]
+    session_id = session_row[SESSION_ID]
     if source == "cassette":
         records = dataset.tool_records(session_id, turn_index)
         return lambda: cassette_tools(domain.make_tools(), records)
@@ -237,7 +238,7 @@ def _state_before(
     dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int
 ) -> SessionState:
     """The session's saved state as it was before `turn_index`, in the harness's own layout."""
-    session_id = session_row["session_id"]
+    session_id = session_row[SESSION_ID]
     history: list[dict[str, Any]] = []
     for index in range(turn_index):
         history.extend(json.loads(dataset.turn(session_id, index)["messages"]))

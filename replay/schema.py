@@ -28,7 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from plangate.harness import FINISH, PlangateError, canonical_arguments_text, canonical_json
+from plangate.harness import (
+    FINISH,
+    PlangateError,
+    canonical_arguments_text,
+    canonical_json,
+    semconv,
+)
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
 
@@ -120,6 +126,22 @@ SCHEMA = pa.schema(
 """The trace table's Arrow schema."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+
+ATTRIBUTE_OF_COLUMN = {
+    INPUT_VALUE: semconv.INPUT_VALUE,
+    OUTPUT_VALUE: semconv.OUTPUT_VALUE,
+    MODEL_NAME: semconv.LLM_MODEL_NAME,
+    TOKENS_PROMPT: semconv.TOKENS_PROMPT,
+    TOKENS_COMPLETION: semconv.TOKENS_COMPLETION,
+    TOOL_NAME: semconv.TOOL_NAME,
+    TOOL_CALL_ID: semconv.TOOL_ID,
+    ITERATION: semconv.ITERATION,
+    TURN_INDEX: semconv.TURN_INDEX,
+    PLAN: semconv.PLAN,
+    STOP_REASON: semconv.STOP_REASON,
+}
+"""The columns read from one span attribute each, and that attribute (the rest of a span's
+attributes go to `attributes`)."""
 
 
 class TraceTableError(PlangateError):

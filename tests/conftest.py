@@ -6,7 +6,9 @@ not slip into the suite. Tests talk to local servers on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import importlib.abc
 import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +18,22 @@ from hypothesis import settings
 # Shared machines are noisy: a property test is about behaviour, never about speed.
 settings.register_profile("plangate", deadline=None)
 settings.load_profile("plangate")
+
+
+class _OnlyThroughPlangate(importlib.abc.MetaPathFinder):
+    """The repository's folders import as `plangate.<folder>` only.
+
+    pytest puts the checkout on `sys.path`, so `import harness` would load a second copy of the
+    package beside `plangate.harness` (a monkeypatch on one would miss the other). Fail loudly
+    instead.
+    """
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if path is None and fullname in ("harness", "replay", "evaluators", "ci"):
+            raise ImportError(f"import plangate.{fullname}, not {fullname}")
+
+
+sys.meta_path.insert(0, _OnlyThroughPlangate())
 
 _LOOPBACK = ("127.", "::1", "localhost")
 _real_connect = socket.socket.connect

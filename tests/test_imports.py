@@ -19,7 +19,7 @@ PACKAGES = (
     "plangate.evaluators",
     "plangate.ci",
     "plangate.ci._pytest_plugin",
-    "plangate.ci._cli",
+    "plangate.ci.cli",
 )
 """What `import plangate`'s users, pytest (the plugin) and the `plangate` command import."""
 

@@ -247,3 +247,11 @@ def test_the_distribution_lists_every_package() -> None:
 def test_no_module_is_over_500_lines(path: Path) -> None:
     lines = len((REPO / path).read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path} has {lines} lines; split it by concept"
+
+
+@pytest.mark.parametrize("folder", PACKAGES)
+def test_the_folders_import_only_as_plangate(folder: str) -> None:
+    # tests/conftest.py refuses `import harness` & co.: the checkout is on sys.path, and a bare
+    # import would load a second copy of the package beside `plangate.harness`.
+    with pytest.raises(ImportError, match=f"import plangate.{folder}, not {folder}"):
+        __import__(folder)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plangate.harness.semconv import SPAN_KIND
+from plangate.harness import semconv
 from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
@@ -37,7 +37,16 @@ from plangate.replay._openinference import (
     time_from_nanos,
 )
 from plangate.replay.importers._registry import importer
-from plangate.replay.schema import TraceTableError, build_table, to_utc
+from plangate.replay.schema import (
+    END_TIME,
+    SPAN_KIND,
+    START_TIME,
+    STATUS_CODE,
+    STATUS_MESSAGE,
+    TraceTableError,
+    build_table,
+    to_utc,
+)
 
 SOURCE = "phoenix"
 SPAN_ID = "context.span_id"
@@ -144,17 +153,17 @@ def _span(record: Mapping[str, Any], where: str) -> SpanRecord:
     for column, value in values.items():
         if column.startswith(ATTRIBUTES_PREFIX):
             _flatten(column.removeprefix(ATTRIBUTES_PREFIX), value, attributes)
-    if values.get("span_kind") is not None:
-        attributes.setdefault(SPAN_KIND, values["span_kind"])
+    if values.get(SPAN_KIND) is not None:
+        attributes.setdefault(semconv.SPAN_KIND, values[SPAN_KIND])
     return SpanRecord(
         trace_id=_required(values, TRACE_ID, where),
         span_id=_required(values, SPAN_ID, where),
         parent_span_id=_optional_text(values.get("parent_id")),
         name=_optional_text(values.get("name")) or "",
-        start_time=_time(values.get("start_time"), f"{where}, start_time"),
-        end_time=_time(values.get("end_time"), f"{where}, end_time"),
-        status_code=_status(values.get("status_code"), where),
-        status_message=_optional_text(values.get("status_message")),
+        start_time=_time(values.get(START_TIME), f"{where}, start_time"),
+        end_time=_time(values.get(END_TIME), f"{where}, end_time"),
+        status_code=_status(values.get(STATUS_CODE), where),
+        status_message=_optional_text(values.get(STATUS_MESSAGE)),
         attributes=attributes,
         events=tuple(
             _event(event, f"{where}, events[{n}]")

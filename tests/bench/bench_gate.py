@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from plangate.ci._gate import run_gate
-from plangate.ci._gate_file import DatasetSelection, EvaluatorRule, GateFile, Side
+from plangate.ci.gate._gate import run_gate
+from plangate.ci.gate._gate_file import DatasetSelection, EvaluatorRule, GateFile, Side
 from tests.conftest import REPO
 
 SEEDS = 20

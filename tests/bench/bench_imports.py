@@ -21,7 +21,7 @@ PACKAGES = ("plangate.harness", "plangate.replay", "plangate.evaluators", "plang
 STATEMENTS = (
     ("bare interpreter", ()),
     ("the four packages", PACKAGES),
-    ("the plangate command", ("plangate.ci._cli",)),
+    ("the plangate command", ("plangate.ci.cli",)),
     ("the pytest plugin", ("plangate.ci._pytest_plugin",)),
     ("phoenix.client", ("phoenix.client",)),
 )

@@ -78,7 +78,7 @@ def test_replay_json_and_shards(golden: Path) -> None:
 def test_bad_input_exits_2_naming_it(
     tmp_path: Path, golden: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from plangate.ci import main
+    from plangate.ci.cli import main
 
     missing = tmp_path / "nowhere"
     assert main(["replay", str(missing)]) == 2

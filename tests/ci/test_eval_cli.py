@@ -138,15 +138,19 @@ def test_import_of_a_malformed_file_names_record_and_field(tmp_path: Path) -> No
 
 
 def test_the_help_lists_every_import_format() -> None:
-    from plangate.ci._eval_cli import IMPORT_FORMATS
+    from plangate.ci.cli._arguments import IMPORT_FORMATS
     from plangate.replay import import_formats
 
     assert tuple(import_formats()) == IMPORT_FORMATS
 
 
-def test_plangate_run_does_not_pay_for_pandas() -> None:
-    code = "import sys; import plangate.ci as ci; ci.main(['variants']); print('pandas' in sys.modules)"
+@pytest.mark.parametrize("argv", [["variants"], ["run", "Sort the LLM spans by latency"]])
+def test_plangate_run_does_not_pay_for_pandas(argv: list[str]) -> None:
+    code = (
+        "import sys\nfrom plangate.ci.cli import main\n"
+        f"assert main({argv!r}) == 0\nprint('pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
-    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
+    assert done.stdout.strip().endswith("False False"), done.stdout + done.stderr

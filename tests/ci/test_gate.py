@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci._gate import run_gate
-from plangate.ci._gate_file import GateFileError, load_gate
-from plangate.ci._reports import junit, markdown, write_reports
+from plangate.ci.gate._gate import run_gate
+from plangate.ci.gate._gate_file import GateFileError, load_gate
+from plangate.ci.gate._reports import junit, markdown, write_reports
 from tests.conftest import REPO
 from tests.helpers import plangate
 
@@ -219,7 +219,7 @@ def test_the_shipped_gate_file_loads() -> None:
 
 
 def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
-    from plangate.ci._gate_file import DatasetSelection, EvaluatorRule, GateFile, Side
+    from plangate.ci.gate._gate_file import DatasetSelection, EvaluatorRule, GateFile, Side
 
     side = Side(variant="alyx", model="sim:diligent", tools="live")
     gate = GateFile(
@@ -241,7 +241,7 @@ def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
 
 
 def test_a_stored_baseline_gives_the_verdict_of_replaying_it(tmp_path: Path) -> None:
-    from plangate.ci._gate_cli import gate_with_reports
+    from plangate.ci.gate import gate_with_reports
 
     replayed = gate_file(
         tmp_path,
@@ -278,7 +278,7 @@ def test_a_stored_table_must_cover_every_case(tmp_path: Path) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from plangate.ci._gate_cli import gate_with_reports
+    from plangate.ci.gate import gate_with_reports
 
     side = 'variant = "alyx"\nmodel = "sim:diligent"\ntools = "live"'
     _, files = gate_with_reports(gate_file(tmp_path, side, side, repeats=1), tmp_path / "out")
@@ -322,8 +322,9 @@ def test_a_case_below_its_own_minimum_fails_the_gate(tmp_path: Path) -> None:
 
 
 def test_a_regression_must_beat_the_noise_floor(tmp_path: Path) -> None:
-    from plangate.ci._gate import CaseResult, _decide
-    from plangate.ci._gate_file import EvaluatorRule, GateFile, Side
+    from plangate.ci.gate._gate import _decide
+    from plangate.ci.gate._gate_file import EvaluatorRule, GateFile, Side
+    from plangate.ci.gate._verdict import CaseResult
 
     gate = GateFile(
         path=tmp_path / "g.toml",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci._gate import CaseResult, EvaluatorVerdict, Verdict
-from plangate.ci._html_report import html_report
-from plangate.ci._reports import write_reports
-from plangate.ci._stats import Interval
+from plangate.ci.gate._html_report import html_report
+from plangate.ci.gate._reports import write_reports
+from plangate.ci.gate._stats import Interval
+from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, Verdict
 from tests.conftest import REPO, find_chromium
 
 EXPLANATION = 'plan item left open <script>alert("x")</script> & it\'s gone'

@@ -1,4 +1,4 @@
-"""The parts of `ci._phoenix*` that need no Phoenix server: links, namespaces, span conversion,
+"""The parts of `plangate.ci.phoenix` that need no Phoenix server: links, namespaces, span conversion,
 the score join and the session-renaming exporter. The server tests are in tests/phoenix/."""
 
 from __future__ import annotations
@@ -15,19 +15,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from plangate.ci._phoenix import (
-    AnnotationError,
-    compare_url,
-    joined_scores,
-    namespace,
-    namespaced,
-    session_url,
-    trace_url,
-)
-from plangate.ci._phoenix_dataset import ATTRIBUTE_OF_COLUMN, golden_examples, phoenix_spans
-from plangate.ci._phoenix_experiment import NamespacedSessions, run_coroutine
+from plangate.ci.phoenix._annotations import AnnotationError, joined_scores
+from plangate.ci.phoenix._datasets import golden_examples, phoenix_spans
+from plangate.ci.phoenix._experiments import NamespacedSessions, run_coroutine
+from plangate.ci.phoenix._names import compare_url, joined, namespace, session_url, trace_url
 from plangate.evaluators import evaluate
 from plangate.replay import build_table, read_dataset
+from plangate.replay.schema import ATTRIBUTE_OF_COLUMN
 from tests.helpers import turn_rows
 
 GOLDEN = Path(__file__).resolve().parents[2] / "datasets" / "observability-core"
@@ -54,7 +48,7 @@ def test_links_use_the_project_id_or_phoenixs_redirects() -> None:
 def test_namespaced_session_ids_hold_no_characters_phoenix_refuses() -> None:
     prefix = namespace("golden/core", "variants/my:flux.toml", run="r1")
     assert prefix == "golden_core:my_flux:r1"
-    assert namespaced(prefix, "s#1/a") == "golden_core:my_flux:r1:s_1_a"
+    assert joined(prefix, "s#1/a") == "golden_core:my_flux:r1:s_1_a"
     assert namespace("d", "alyx").startswith("d:alyx:")
 
 

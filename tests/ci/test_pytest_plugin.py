@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci._gate import CaseResult
 from plangate.ci._pytest_plugin import ItemFailed, check_case
+from plangate.ci.gate._verdict import CaseResult
 from tests.conftest import REPO
 
 pytest_plugins = ["pytester"]

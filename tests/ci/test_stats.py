@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.ci._stats import (
+from plangate.ci.gate._stats import (
     Interval,
     flaky,
     mcnemar_exact,

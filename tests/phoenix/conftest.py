@@ -1,6 +1,6 @@
 """A real Phoenix server for the Phoenix tests: started once per test run, from its own env.
 
-The server runs from `.venv-phoenix` (created on first use, see `ci._phoenix_server`), with its
+The server runs from `.venv-phoenix` (created on first use, see `plangate.ci.phoenix._server`), with its
 data in a temporary folder and free ports on 127.0.0.1. Its span queue is kept small
 (`QUEUE`), so that a burst of a few thousand spans meets the server's back-pressure (503).
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from plangate.ci._phoenix_server import PhoenixServer, down, free_ports, up
+from plangate.ci.phoenix._server import PhoenixServer, down, free_ports, up
 
 QUEUE = 1_000
 """PHOENIX_MAX_SPANS_QUEUE_SIZE of the test server (Phoenix's default is 20,000)."""

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from plangate.ci import telemetry
-from plangate.ci._phoenix_server import PhoenixServer
+from plangate.ci.phoenix._server import PhoenixServer
 from plangate.replay import ReplayResult, read_dataset, replay_turn
 from tests.conftest import REPO
 
@@ -37,7 +37,7 @@ class SentTurn:
 
 class Namespacing(SpanProcessor):
     """Stamps a namespaced `session.id` (`PREFIX:SESSION`) and the original in
-    `plangate.session_id`, as `ci._phoenix_export` does to keep runs of one session apart."""
+    `plangate.session_id`, as `plangate.ci.phoenix._export` does to keep runs of one session apart."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix

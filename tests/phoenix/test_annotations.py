@@ -21,19 +21,17 @@ import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from plangate.ci import main, telemetry
-from plangate.ci._phoenix import (
-    AnnotationError,
-    AnnotationReport,
+from plangate.ci import telemetry
+from plangate.ci.cli import main
+from plangate.ci.phoenix._annotations import AnnotationError, AnnotationReport, annotate
+from plangate.ci.phoenix._client import (
     PhoenixRequestError,
     UnknownProjectError,
-    annotate,
-    base_url,
+    client_url,
     project_id,
-    session_url,
-    trace_url,
 )
-from plangate.ci._phoenix_server import PhoenixServer, free_port
+from plangate.ci.phoenix._names import session_url, trace_url
+from plangate.ci.phoenix._server import PhoenixServer, free_port
 from plangate.evaluators import RubricSet, evaluate, rubric_from_dict
 from plangate.harness import Agent, get_domain, load_variant, model_from_spec
 from plangate.replay import TraceTableExporter, read_dataset
@@ -228,7 +226,7 @@ def test_trace_links_open_the_trace_in_its_project(
         if (a["session_id"], a["turn_index"]) == (session_id, turn)
     )
     assert url == f"{phoenix.url}/projects/{pid}/traces/{agent['trace_id']}"
-    assert url == trace_url(base_url(client), pid, agent["trace_id"])
+    assert url == trace_url(client_url(client), pid, agent["trace_id"])
     for page in (url, session_url(phoenix.url, session_id)):
         with urllib.request.urlopen(page, timeout=10) as response:
             assert response.status == 200
@@ -276,13 +274,35 @@ def test_the_command_annotates_and_lists_failing_turns_with_links(
     pq.write_table(scored.traces, tmp_path / "traces.parquet")
     files = [str(tmp_path / "scores.parquet"), str(tmp_path / "traces.parquet")]
 
-    code = main(["phoenix", "annotate", *files, "--url", phoenix.url, "--project", scored.project])
+    code = main(
+        [
+            "phoenix",
+            "annotate",
+            *files,
+            "--phoenix-url",
+            phoenix.url,
+            "--phoenix-project",
+            scored.project,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert f"{scored.scores.num_rows} span" in out
     assert "task_completion failed" in out and f"{phoenix.url}/projects/" in out
 
     down = f"http://127.0.0.1:{free_port()}"
-    code = main(["phoenix", "annotate", *files, "--url", down, "--project", "p", "--timeout", "1"])
+    code = main(
+        [
+            "phoenix",
+            "annotate",
+            *files,
+            "--phoenix-url",
+            down,
+            "--phoenix-project",
+            "p",
+            "--timeout",
+            "1",
+        ]
+    )
     assert code == 2
     assert f"cannot reach Phoenix at {down}" in capsys.readouterr().err

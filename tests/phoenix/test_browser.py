@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from plangate.ci._phoenix_server import PhoenixServer
+from plangate.ci.phoenix._server import PhoenixServer
 from tests.conftest import REPO
 from tests.phoenix.sending import send_replayed_turn
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from plangate.ci import main
-from plangate.ci._phoenix import wait_for_spans
-from plangate.ci._phoenix_dataset import PhoenixDataset, PhoenixDatasetError, mirror_dataset
-from plangate.ci._phoenix_experiment import PhoenixExperiment, run_experiment
-from plangate.ci._phoenix_server import PhoenixServer
+from plangate.ci.cli import main
+from plangate.ci.phoenix._client import wait_for_spans
+from plangate.ci.phoenix._datasets import PhoenixDataset, PhoenixDatasetError, mirror_dataset
+from plangate.ci.phoenix._experiments import PhoenixExperiment, run_experiment
+from plangate.ci.phoenix._server import PhoenixServer
 from plangate.harness import ConfigError
 from plangate.replay import read_dataset
 
@@ -224,8 +224,8 @@ def test_the_commands_mirror_and_experiment(
     phoenix: PhoenixServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = f"cli-{TOKEN}"
-    common = [str(GOLDEN), "--url", phoenix.url, "--name", name, "--session", "obs-001"]
-    assert main(["phoenix", "dataset", *common, "--project", f"cli-{TOKEN}"]) == 0
+    common = [str(GOLDEN), "--phoenix-url", phoenix.url, "--name", name, "--session", "obs-001"]
+    assert main(["phoenix", "dataset", *common, "--phoenix-project", f"cli-{TOKEN}"]) == 0
     out = capsys.readouterr().out
     assert f"{name}: 2 examples (2 new, 2 linked" in out
 

@@ -23,20 +23,16 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from plangate.ci._cli import main
-from plangate.ci._gate import run_gate
-from plangate.ci._gate_file import load_gate
-from plangate.ci._phoenix_export import (
-    ORIGINAL_SESSION_ID,
-    PROJECT_NAME,
-    SESSION_ID,
-    URL_ENV,
-    HttpOutcomes,
-    PhoenixExport,
-    RetryingExporter,
-    new_run_id,
-)
-from plangate.ci._phoenix_server import PhoenixError, PhoenixServer, free_port
+from plangate.ci.cli import main
+from plangate.ci.cli._gate import replays_to
+from plangate.ci.gate._gate import run_gate
+from plangate.ci.gate._gate_file import load_gate
+from plangate.ci.phoenix._client import PhoenixError
+from plangate.ci.phoenix._export import PhoenixExport
+from plangate.ci.phoenix._names import URL_ENV, new_run_id
+from plangate.ci.phoenix._server import PhoenixServer, free_port
+from plangate.ci.phoenix._transport import HttpOutcomes, RetryingExporter
+from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
 from plangate.replay import SessionRequest, read_dataset, record, replay_turn
 from tests.conftest import REPO
 
@@ -118,7 +114,7 @@ def test_the_gate_names_each_side_and_repeat_a_run_of_its_own(tmp_path: Path) ->
         encoding="utf-8",
     )
     export, memory = memory_export(run_id="gate-run")
-    verdict = asyncio.run(run_gate(load_gate(path), phoenix=export))
+    verdict = asyncio.run(run_gate(load_gate(path), span_processors=replays_to(export)))
     assert {c.session_id for c in verdict.cases} == {SESSION}  # the evaluators saw the original
     sessions = {attributes(s)[SESSION_ID] for s in memory.get_finished_spans()}
     assert sessions == {
@@ -205,7 +201,7 @@ def test_a_phoenix_that_is_down_is_a_clear_error_and_the_run_goes_on(
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(PhoenixError, match=re.escape(url) + ".*`plangate phoenix up`"):
         PhoenixExport(url)
-    code = main(["run", "show the error rate", "--phoenix", url, "--json"])
+    code = main(["run", "show the error rate", "--phoenix-url", url, "--json"])
     out, err = capsys.readouterr()
     assert code == 0
     assert '"stop_reason": "finished"' in out
@@ -235,7 +231,7 @@ def test_a_replayed_session_arrives_complete_under_its_namespaced_id(
     done = subprocess.run(
         [
             sys.executable, "-m", "plangate", "replay", str(GOLDEN), "--session", SESSION,
-            "--phoenix", phoenix.url, "--phoenix-project", project, "-o", str(table),
+            "--phoenix-url", phoenix.url, "--phoenix-project", project, "-o", str(table),
         ],
         capture_output=True, text=True, timeout=600, check=False, env=env,
     )  # fmt: skip

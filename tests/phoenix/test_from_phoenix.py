@@ -17,8 +17,9 @@ import pytest
 from opentelemetry import trace
 
 from plangate.ci import telemetry
-from plangate.ci._phoenix_fetch import fetch_spans, golden_from_phoenix, with_original_sessions
-from plangate.ci._phoenix_server import PhoenixError, PhoenixServer
+from plangate.ci.phoenix._client import PhoenixError
+from plangate.ci.phoenix._fetch import fetch_spans, golden_from_phoenix, with_original_sessions
+from plangate.ci.phoenix._server import PhoenixServer
 from plangate.replay import read_dataset, replay_turn
 from tests.helpers import plangate
 from tests.phoenix.sending import SentTurn, send_replayed_turn, tool_calls, wait_for_spans
@@ -44,7 +45,7 @@ def test_a_phoenix_session_becomes_a_golden_that_replays_the_same(
 ) -> None:
     out = tmp_path / "datasets" / "from-prod"
     done = plangate(
-        "dataset", "from-phoenix", "--url", phoenix.url, "--project", PROJECT,
+        "dataset", "from-phoenix", "--phoenix-url", phoenix.url, "--phoenix-project", PROJECT,
         "--session", "obs-008", "-o", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -89,14 +90,14 @@ def test_unknown_sessions_and_projects_are_usage_errors(
 ) -> None:
     out = tmp_path / "nothing"
     done = plangate(
-        "dataset", "from-phoenix", "--url", phoenix.url, "--project", PROJECT,
+        "dataset", "from-phoenix", "--phoenix-url", phoenix.url, "--phoenix-project", PROJECT,
         "--session", "obs-404", "-o", str(out),
     )  # fmt: skip
     assert done.returncode == 2
     assert "plangate: error: no session 'obs-404'" in done.stderr
     assert f"{NAMESPACE}:obs-008" in done.stderr  # names the sessions there are
     done = plangate(
-        "dataset", "from-phoenix", "--url", phoenix.url, "--project", "nope", "-o", str(out)
+        "dataset", "from-phoenix", "--phoenix-url", phoenix.url, "--phoenix-project", "nope", "-o", str(out)
     )  # fmt: skip
     assert done.returncode == 2 and "no project 'nope'" in done.stderr
     assert not out.exists()

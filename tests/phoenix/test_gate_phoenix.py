@@ -1,4 +1,4 @@
-"""`plangate gate --phoenix URL` against a real Phoenix server: spans, scores and links.
+"""`plangate gate --phoenix-url URL` against a real Phoenix server: spans, scores and links.
 
 The gate replays two golden sessions with a baseline and a candidate that regresses one of them.
 Every span arrives, the scores are annotations Phoenix can filter on, and the regressed case's
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from phoenix.client.types.spans import SpanQuery
 
-from plangate.ci._phoenix_server import PhoenixServer
+from plangate.ci.phoenix._server import PhoenixServer
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
@@ -48,7 +48,7 @@ def test_the_gate_exports_annotates_and_links(
     project = f"gate-{secrets.token_hex(3)}"
     done = subprocess.run(
         [sys.executable, "-m", "plangate", "gate", str(gate), "-o", str(tmp_path / "out"),
-         "--phoenix", phoenix.url, "--phoenix-project", project],
+         "--phoenix-url", phoenix.url, "--phoenix-project", project],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     # One regressed case of two is no significant regression: the gate passes, and still

@@ -10,7 +10,7 @@ import socket
 import threading
 from pathlib import Path
 
-from plangate.ci._phoenix_server import down, free_port, free_ports, status
+from plangate.ci.phoenix._server import down, free_port, free_ports, status
 from tests.helpers import plangate
 
 LISTEN = "0A"

@@ -171,9 +171,9 @@ def observability() -> Domain:
 
 __all__ = [
     "SEED",
+    "TRACE_COUNT",
     "Span",
     "SpanWorkspace",
-    "TRACE_COUNT",
     "generate_spans",
     "make_tools",
     "nearest_rank",

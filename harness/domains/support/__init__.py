@@ -172,12 +172,12 @@ def support() -> Domain:
 
 
 __all__ = [
+    "SEED",
+    "TODAY",
     "Customer",
     "Item",
     "Order",
-    "SEED",
     "SupportDesk",
-    "TODAY",
     "make_tools",
     "support",
     "usd",

@@ -1,0 +1,427 @@
+"""Every `plangate` command's arguments, in one place, so that they read as one tool.
+
+The same thing has one spelling everywhere: `--phoenix-url` and `--phoenix-project` for Phoenix,
+`-o/--output` for what a command writes, `--variant`, `--model`, `--domain`, `--seed`,
+`--session` (repeatable where it selects), `--json` for machine-readable output. Every argument
+has help text (tested). This module imports nothing heavy: `plangate --help` and `plangate run`
+do not pay for what other commands need.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from plangate.ci.phoenix._names import (
+    DEFAULT_PROJECT,
+    DEFAULT_URL,
+    GOLDEN_PROJECT,
+    PROJECT_ENV,
+    URL_ENV,
+)
+from plangate.ci.phoenix._server import DEFAULT_FOLDER
+
+IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
+"""What `plangate import` reads (tested to match the registered importers)."""
+DEFAULT_STORE = ".plangate/runs.db"
+"""Where `plangate runs`, `plan` and `resume` look for saved sessions."""
+STORE_ENV = "PLANGATE_STORE"
+MODEL = "sim:NAME (a simulated model; `plangate models` lists them) or openai:MODEL"
+REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
+TOOLS = ("cassette", "live")
+SESSION_STATUSES = ("idle", "running", "awaiting_approval")
+
+Commands = Any
+"""What `add_subparsers()` returns."""
+
+
+def add_commands(commands: Commands) -> None:
+    """Every command, in the order `plangate --help` lists them."""
+    _run(commands)
+    _demo(commands)
+    _import(commands)
+    _eval(commands)
+    _runs(commands)
+    _record(commands)
+    _dataset(commands)
+    _replay(commands)
+    _gate(commands)
+    _compare(commands)
+    _phoenix(commands)
+    commands.add_parser("variants", help="list the shipped harness variants")
+    commands.add_parser("domains", help="list the demo domains")
+    commands.add_parser("models", help="list the simulated models")
+
+
+# -- shared options -----------------------------------------------------------------------------
+
+
+def export_to_phoenix(parser: argparse.ArgumentParser) -> None:
+    """`--phoenix-url` and `--phoenix-project` for a command whose spans may go to Phoenix."""
+    parser.add_argument(
+        "--phoenix-url",
+        metavar="URL",
+        default=None,
+        help=f"also export the spans to this Phoenix and check that they all arrived (default: "
+        f"${URL_ENV}; without either, nothing is exported)",
+    )
+    parser.add_argument(
+        "--phoenix-project",
+        metavar="NAME",
+        default=None,
+        help=f"the Phoenix project of the exported spans (default: ${PROJECT_ENV} or "
+        f"{DEFAULT_PROJECT})",
+    )
+
+
+def talk_to_phoenix(
+    parser: argparse.ArgumentParser, *, project: str | None, what: str, timeout: bool = True
+) -> None:
+    """`--phoenix-url` and `--phoenix-project` (and `--timeout`) for a command that uses Phoenix.
+
+    `project` is the default project (None: `$PLANGATE_PHOENIX_PROJECT` or `plangate`), `what`
+    says what the project holds.
+    """
+    parser.add_argument(
+        "--phoenix-url",
+        metavar="URL",
+        default=None,
+        help=f"the Phoenix server (default: ${URL_ENV} or {DEFAULT_URL})",
+    )
+    default = project if project is not None else f"${PROJECT_ENV} or {DEFAULT_PROJECT}"
+    parser.add_argument(
+        "--phoenix-project",
+        metavar="NAME",
+        default=project,
+        help=f"the Phoenix project {what} (default: {default})",
+    )
+    if timeout:
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="how long to wait for spans to be ingested (default 60)",
+        )
+
+
+def _agent(parser: argparse.ArgumentParser, *, variant: str | None, model: str | None) -> None:
+    """`--variant`, `--model`, `--domain` and `--seed`: which agent runs, on what."""
+    parser.add_argument(
+        "--variant",
+        default=variant,
+        required=variant is None,
+        help="harness variant: a name (`plangate variants` lists them) or a .toml file"
+        + (f" (default {variant})" if variant else ""),
+    )
+    parser.add_argument(
+        "--model",
+        default=model,
+        required=model is None,
+        help=MODEL + (f" (default {model})" if model else ""),
+    )
+    parser.add_argument(
+        "--domain",
+        default="observability",
+        help="demo domain: its tools and data (`plangate domains` lists them; default "
+        "observability)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of a simulated model (default 0)")
+
+
+def _sessions(parser: argparse.ArgumentParser, what: str = "only this session") -> None:
+    parser.add_argument(
+        "--session", action="append", metavar="ID", help=f"{what} (repeatable; default: all)"
+    )
+
+
+def _json(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def _store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="FILE",
+        help=f"the session store (SQLite; default: ${STORE_ENV} or {DEFAULT_STORE})",
+    )
+
+
+# -- the commands -------------------------------------------------------------------------------
+
+
+def _run(commands: Commands) -> None:
+    run = commands.add_parser("run", help="run one request through the reference agent")
+    run.add_argument("request", help="what the user asks")
+    _agent(run, variant="alyx", model="sim:diligent")
+    run.add_argument(
+        "--session", metavar="ID", default=None, help="session id (default: a random one)"
+    )
+    _json(run, "the turn's result")
+    run.add_argument(
+        "--store",
+        metavar="FILE",
+        help="save the session here (SQLite) after every change, to resume or approve later",
+    )
+    run.add_argument(
+        "--otlp", metavar="URL", default=None, help="also export the spans over OTLP/HTTP here"
+    )
+    export_to_phoenix(run)
+
+
+def _demo(commands: Commands) -> None:
+    demo = commands.add_parser(
+        "demo", help="every variant against every simulated model, then the default gate"
+    )
+    demo.add_argument(
+        "--domain", action="append", help="only this demo domain (repeatable; default: all)"
+    )
+    demo.add_argument(
+        "--seed", type=int, default=0, help="seed of the simulated models (default 0)"
+    )
+    demo.add_argument(
+        "--gate", metavar="GATE.toml", default=None, help="gate file (default: the shipped one)"
+    )
+    demo.add_argument(
+        "-o", "--output", default="out/demo", help="the gate's report folder (default out/demo)"
+    )
+
+
+def _import(commands: Commands) -> None:
+    importing = commands.add_parser("import", help="other agents' traces into a trace table")
+    importing.add_argument("format", help=f"the files' format: {', '.join(IMPORT_FORMATS)}")
+    importing.add_argument("paths", nargs="+", metavar="PATH", help="the files to import")
+    importing.add_argument(
+        "-o", "--output", required=True, metavar="TABLE.parquet", help="the trace table to write"
+    )
+
+
+def _eval(commands: Commands) -> None:
+    scoring = commands.add_parser("eval", help="score every turn of a trace table")
+    scoring.add_argument("table", metavar="TABLE.parquet", help="the trace table to score")
+    scoring.add_argument(
+        "--rubric", metavar="FILE", help="rubric file (JSON or TOML) or golden dataset folder"
+    )
+    scoring.add_argument(
+        "-o", "--output", metavar="SCORES.parquet", help="also write the score table here"
+    )
+    scoring.add_argument(
+        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
+    )
+    scoring.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="EVALUATOR.KEY=VALUE",
+        help="an evaluator parameter, e.g. tool_call_loops.max_repeats=3 (repeatable)",
+    )
+    _json(scoring, "the summary")
+
+
+def _runs(commands: Commands) -> None:
+    runs = commands.add_parser("runs", help="list saved sessions (paused runs first)")
+    _store(runs)
+    runs.add_argument("--status", choices=SESSION_STATUSES, help="only sessions with this status")
+
+    plan = commands.add_parser(
+        "plan", help="show a saved session's plan, or the one awaiting approval"
+    )
+    plan.add_argument("session", metavar="RUN", help="the saved session's id")
+    _store(plan)
+    _json(plan, "the status and plans")
+
+    resume = commands.add_parser("resume", help="continue a paused or interrupted run")
+    resume.add_argument("session", metavar="RUN", help="the saved session's id")
+    _store(resume)
+    decision = resume.add_mutually_exclusive_group()
+    decision.add_argument("--approve", action="store_true", help="approve the proposed plan")
+    decision.add_argument(
+        "--plan", metavar="FILE", help="approve this plan instead (JSON: a list of steps)"
+    )
+    decision.add_argument("--reject", action="store_true", help="reject the proposed plan")
+    resume.add_argument(
+        "--reason", default="", help="why the plan was rejected (the model is told)"
+    )
+    _json(resume, "the turn's result")
+
+
+def _record(commands: Commands) -> None:
+    recording = commands.add_parser("record", help="record sessions as a golden dataset")
+    _agent(recording, variant=None, model=None)
+    recording.add_argument(
+        "--requests", required=True, metavar="FILE", help="the sessions to record (JSON)"
+    )
+    recording.add_argument(
+        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
+    )
+    recording.add_argument("--name", help="the dataset's name (default: the folder's name)")
+    recording.add_argument("--description", default="", help="what the dataset is for")
+    recording.add_argument(
+        "--redact",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also redact what this matches, besides API keys and tokens (repeatable)",
+    )
+    export_to_phoenix(recording)
+
+
+def _dataset(commands: Commands) -> None:
+    dataset = commands.add_parser("dataset", help="check, make or rebuild golden datasets")
+    verbs = dataset.add_subparsers(dest="dataset_command", required=True, metavar="VERB")
+    validate = verbs.add_parser("validate", help="check a dataset's files, hashes and rubrics")
+    validate.add_argument("path", metavar="PATH", help="the dataset folder")
+
+    traces = verbs.add_parser("from-traces", help="a golden dataset from a trace table")
+    traces.add_argument("table", metavar="TABLE.parquet", help="the trace table")
+    _sessions(traces)
+    traces.add_argument(
+        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
+    )
+    traces.add_argument("--name", help="the dataset's name (default: the folder's name)")
+
+    pulling = verbs.add_parser("from-phoenix", help="a golden dataset from sessions in Phoenix")
+    talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False)
+    _sessions(pulling, "only this session, by its Phoenix or its original id")
+    pulling.add_argument(
+        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
+    )
+    pulling.add_argument("--name", help="the dataset's name (default: the folder's name)")
+
+    building = verbs.add_parser(
+        "build", help="record plangate's shipped golden datasets again from their requests"
+    )
+    building.add_argument(
+        "names", nargs="*", metavar="NAME", help="only these datasets (default: all)"
+    )
+    building.add_argument(
+        "-o",
+        "--output",
+        default="datasets",
+        metavar="FOLDER",
+        help="the datasets folder, with the request files in FOLDER/requests (default datasets)",
+    )
+    building.add_argument(
+        "--corpus",
+        metavar="FOLDER",
+        default=None,
+        help="the third-party trajectories (default: $PLANGATE_CORPUS or ../shared/corpus)",
+    )
+
+
+def _replay(commands: Commands) -> None:
+    replaying = commands.add_parser("replay", help="replay a golden dataset's turns")
+    replaying.add_argument("dataset", metavar="DATASET", help="the golden dataset folder")
+    _sessions(replaying)
+    replaying.add_argument(
+        "--turn", type=int, action="append", help="only this turn index (repeatable)"
+    )
+    replaying.add_argument(
+        "--variant", help="harness variant (default: each session's recording variant)"
+    )
+    replaying.add_argument(
+        "--model", default="cassette", help=f"where answers come from: {REPLAY_MODEL}"
+    )
+    replaying.add_argument(
+        "--tools", default="cassette", choices=TOOLS, help="where tool results come from"
+    )
+    replaying.add_argument(
+        "-o", "--output", metavar="TABLE.parquet", help="also write the replays' spans here"
+    )
+    _json(replaying, "one result per turn")
+    replaying.add_argument(
+        "--shard", metavar="i/n", help="only every n-th turn, starting at the i-th"
+    )
+    replaying.add_argument("--jobs", type=int, default=4, help="turns replayed at once (default 4)")
+    export_to_phoenix(replaying)
+
+
+def _gate(commands: Commands) -> None:
+    gate = commands.add_parser("gate", help="compare a candidate with a baseline on golden turns")
+    gate.add_argument("gate_file", metavar="GATE.toml", help="the gate file")
+    gate.add_argument(
+        "-o", "--output", default="out/gate", help="the report folder (default out/gate)"
+    )
+    gate.add_argument("--repeats", type=int, help="instead of the gate file's gate.repeats")
+    export_to_phoenix(gate)
+
+
+def _compare(commands: Commands) -> None:
+    compare = commands.add_parser("compare", help="harness variants side by side, with intervals")
+    compare.add_argument(
+        "variants", nargs="+", metavar="VARIANT", help="the variants: names or .toml files"
+    )
+    compare.add_argument(
+        "--gate",
+        metavar="GATE.toml",
+        default=None,
+        help="the gate file whose datasets, evaluators and repeats to use (default: the "
+        "shipped one)",
+    )
+    compare.add_argument(
+        "--dataset", action="append", help="instead of the gate's: this dataset (repeatable)"
+    )
+    compare.add_argument("--model", help=MODEL + " (default: the gate's candidate model)")
+    compare.add_argument(
+        "--tools", choices=TOOLS, help="where tool results come from (default: the gate's)"
+    )
+    compare.add_argument("--repeats", type=int, help="repeats per case (default: the gate's)")
+    compare.add_argument(
+        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
+    )
+    _json(compare, "the comparison")
+
+
+def _phoenix(commands: Commands) -> None:
+    phoenix = commands.add_parser("phoenix", help="Phoenix: a local server, and plangate's results")
+    verbs = phoenix.add_subparsers(dest="phoenix_command", required=True, metavar="VERB")
+    starting = verbs.add_parser("up", help="start a local server (if not running), wait until up")
+    stopping = verbs.add_parser("down", help="stop the local server")
+    asking = verbs.add_parser("status", help="is the local server running? (exit 0 yes, 1 no)")
+    for verb in (starting, stopping, asking):
+        verb.add_argument(
+            "--dir",
+            default=str(DEFAULT_FOLDER),
+            help=f"the server's data folder (default {DEFAULT_FOLDER})",
+        )
+    starting.add_argument(
+        "--port", type=int, default=6006, help="HTTP port: UI, REST, OTLP (default 6006)"
+    )
+    starting.add_argument(
+        "--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317)"
+    )
+    starting.add_argument(
+        "--env",
+        default=None,
+        help="the server's Python environment (default .venv-phoenix, made on first use)",
+    )
+
+    annotating = verbs.add_parser("annotate", help="log a score table as Phoenix annotations")
+    annotating.add_argument(
+        "scores", metavar="SCORES.parquet", help="the score table (`plangate eval -o`)"
+    )
+    annotating.add_argument("traces", metavar="TABLE.parquet", help="the scored trace table")
+    annotating.add_argument(
+        "--identifier", help="keep these annotations apart from others of the same name"
+    )
+    talk_to_phoenix(annotating, project=None, what="of the scored spans")
+
+    mirroring = verbs.add_parser("dataset", help="mirror a golden dataset as a Phoenix dataset")
+    experimenting = verbs.add_parser(
+        "experiment", help="replay a golden dataset per variant as Phoenix experiments"
+    )
+    for command in (mirroring, experimenting):
+        command.add_argument("dataset", metavar="DATASET", help="the golden dataset folder")
+        command.add_argument("--name", help="the Phoenix dataset's name (default: the dataset's)")
+        _sessions(command)
+        talk_to_phoenix(command, project=GOLDEN_PROJECT, what="that holds the recorded spans")
+    experimenting.add_argument(
+        "--variant", action="append", required=True, help="a variant: name or .toml (repeatable)"
+    )
+    experimenting.add_argument("--model", required=True, help=f"the model: {REPLAY_MODEL}")
+    experimenting.add_argument(
+        "--tools", default="cassette", choices=TOOLS, help="where tool results come from"
+    )
+    experimenting.add_argument(
+        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
+    )

@@ -1,0 +1,143 @@
+"""`plangate import` and `plangate eval`: trace tables in, scores out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from rich.console import Console
+from rich.table import Table
+
+from plangate.ci._rubrics import rubrics_at
+from plangate.evaluators import EvaluatorError, evaluate, evaluators, repeat_scores
+from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE
+from plangate.replay import import_traces, read_table, write_parquet, write_table
+from plangate.replay.schema import SESSION_ID, SPAN_KIND, TURN_INDEX
+
+MAX_FAILURES = 20
+"""Failing turns listed in the summary (all are in the scores table)."""
+
+
+def import_files(args: argparse.Namespace) -> int:
+    """`plangate import FORMAT PATH... -o TABLE`: other agents' traces into a trace table."""
+    table = import_traces(args.format, args.paths)
+    write_table(table, args.output)
+    turns = table.filter(pc.equal(table[SPAN_KIND], "AGENT")).num_rows
+    sessions = len(set(table[SESSION_ID].to_pylist()))
+    print(f"{args.output}: {table.num_rows} spans, {turns} turns, {sessions} sessions")
+    return 0
+
+
+def score_table(args: argparse.Namespace) -> int:
+    """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`: score every turn."""
+    table = read_table(args.table)
+    rubrics = rubrics_at(args.rubric) if args.rubric else None
+    scores = evaluate(table, rubrics, names=args.evaluator, params=_params(args.param))
+    if args.output:
+        write_parquet(scores, args.output)
+    summary = summarize(scores)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary, args.table)
+    return 0
+
+
+def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    params: dict[str, dict[str, Any]] = {}
+    known = evaluators()
+    for pair in pairs:
+        target, sep, raw = pair.partition("=")
+        name, dot, key = target.partition(".")
+        if not sep or not dot or name not in known:
+            raise EvaluatorError(
+                f"--param {pair!r}: expected EVALUATOR.KEY=VALUE with EVALUATOR one of "
+                f"{', '.join(sorted(known))}"
+            )
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        params.setdefault(name, {})[key] = value
+    return params
+
+
+def summarize(scores: pa.Table) -> dict[str, Any]:
+    """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
+    frame = scores.to_pandas()
+    rows = []
+    for name, group in frame.groupby(EVALUATOR, sort=True):
+        mean = group[SCORE].mean()
+        rows.append(
+            {
+                EVALUATOR: name,
+                "version": int(group["version"].iloc[0]),
+                "turns": len(group),
+                PASSED: int(group[PASSED].sum()),
+                "pass_rate": float(group[PASSED].mean()),
+                "mean_score": None if mean != mean else float(mean),
+            }
+        )
+    failed = frame[~frame[PASSED]].sort_values([EVALUATOR, SESSION_ID, TURN_INDEX])
+    summary: dict[str, Any] = {
+        "evaluators": rows,
+        "failures": [
+            {
+                SESSION_ID: r.session_id,
+                TURN_INDEX: int(r.turn_index),
+                EVALUATOR: r.evaluator,
+                LABEL: r.label,
+                EXPLANATION: r.explanation,
+            }
+            for r in failed.head(MAX_FAILURES).itertuples(index=False)
+        ],
+        "failures_total": len(failed),
+    }
+    if "task_completion" in set(frame[EVALUATOR]):
+        summary["repeats"] = [
+            {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
+            for r in repeat_scores(scores)
+        ]
+    return summary
+
+
+def print_summary(summary: dict[str, Any], title: str) -> None:
+    """The summary as rich tables."""
+    console = Console()
+    table = Table(title=f"scores of {title}", title_justify="left")
+    for column in (EVALUATOR, "version", "turns", PASSED, "pass rate", "mean score"):
+        table.add_column(column, justify="left" if column == EVALUATOR else "right")
+    for row in summary["evaluators"]:
+        mean = "—" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
+        table.add_row(
+            row[EVALUATOR], str(row["version"]), str(row["turns"]), str(row[PASSED]),
+            f"{row['pass_rate']:.1%}", mean,
+        )  # fmt: skip
+    console.print(table)
+    if summary["failures"]:
+        failures = Table(
+            title=f"failing turns ({len(summary['failures'])} of {summary['failures_total']})",
+            title_justify="left",
+        )
+        for column in (EVALUATOR, "session", "turn", LABEL, EXPLANATION):
+            failures.add_column(column, overflow="fold")
+        for f in summary["failures"]:
+            failures.add_row(
+                f[EVALUATOR], f[SESSION_ID], str(f[TURN_INDEX]), f[LABEL], f[EXPLANATION]
+            )
+        console.print(failures)
+    repeats = summary.get("repeats", [])
+    if len(repeats) > 1:
+        grid = Table(title="task completion across repeats", title_justify="left")
+        for column in ("k", "pass@k", "pass^k", "tasks"):
+            grid.add_column(column, justify="right")
+        for r in repeats:
+            grid.add_row(str(r["k"]), _fmt(r["pass_at_k"]), _fmt(r["pass_hat_k"]), str(r["tasks"]))
+        console.print(grid)
+
+
+def _fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"

@@ -1,0 +1,67 @@
+"""The Phoenix export a command asks for with `--phoenix-url`, open for the command's length.
+
+A Phoenix that does not answer is reported on stderr and the command goes on without it; when
+the command ends, however it ends, the export is closed (which waits until every exported span
+has arrived) and its report printed on stderr. The exit code never depends on the export.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from plangate.ci.phoenix import ExportReport, PhoenixError, PhoenixExport
+from plangate.ci.phoenix._names import DEFAULT_PROJECT, PROJECT_ENV, URL_ENV
+
+logger = logging.getLogger("plangate.phoenix")
+
+
+@contextmanager
+def exporting(args: argparse.Namespace) -> Iterator[PhoenixExport | None]:
+    """The export `--phoenix-url` (or its variable) asks for, None without one, for the block."""
+    export = open_export(args)
+    try:
+        yield export
+    finally:
+        close_export(export)
+
+
+def open_export(args: argparse.Namespace) -> PhoenixExport | None:
+    """The export `--phoenix-url` asks for; None when none is, or when Phoenix is down."""
+    url = getattr(args, "phoenix_url", None) or os.environ.get(URL_ENV)
+    if not url:
+        return None
+    project = getattr(args, "phoenix_project", None) or os.environ.get(PROJECT_ENV)
+    try:
+        export = PhoenixExport(url, project=project or DEFAULT_PROJECT)
+    except PhoenixError as exc:
+        print(f"plangate: error: {exc}; going on without the Phoenix export", file=sys.stderr)
+        return None
+    print(
+        f"phoenix: exporting spans to {export.url}, project {export.project!r}, "
+        f"run {export.run_id}",
+        file=sys.stderr,
+    )
+    return export
+
+
+def close_export(export: PhoenixExport | None) -> ExportReport | None:
+    """Close the export and print its report on stderr (the exit code does not change)."""
+    if export is None:
+        return None
+    try:
+        report = export.close()
+    except Exception as exc:  # the run is done: its outcome stands whatever tracing did
+        logger.exception("closing the Phoenix export failed")
+        print(f"plangate: phoenix: closing the export failed: {exc}", file=sys.stderr)
+        return None
+    print(report.summary(), file=sys.stderr)
+    if report.missing:
+        shown = ", ".join(report.missing_ids[:5])
+        more = f" and {report.missing - 5} more" if report.missing > 5 else ""
+        print(f"phoenix: missing span ids: {shown}{more}", file=sys.stderr)
+    return report

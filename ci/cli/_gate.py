@@ -1,0 +1,182 @@
+"""`plangate gate GATE.toml`: the verdict, its reports, the stored scores, and the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import SpanProcessor
+from rich.console import Console
+from rich.table import Table
+
+from plangate.ci.cli._exporting import exporting
+from plangate.ci.gate import (
+    Comparison,
+    GateFileError,
+    ReplayRun,
+    SpanProcessors,
+    Verdict,
+    gate_with_reports,
+    load_gate,
+    write_outputs,
+)
+from plangate.ci.gate import compare as compare_variants
+from plangate.ci.gate._gate_file import DEFAULT_GATE, DatasetSelection, EvaluatorRule
+from plangate.ci.phoenix import PhoenixExport, publish_verdict, replay_processor
+from plangate.evaluators import EvaluatorError, evaluators
+from plangate.harness import load_variant
+
+
+def gate(args: argparse.Namespace) -> int:
+    """`plangate gate GATE.toml`: 0 pass, 1 regression (2, unusable input, from PlangateError)."""
+    with exporting(args) as export:
+        verdict, files = gate_with_reports(
+            args.gate_file, args.output, repeats=args.repeats, span_processors=replays_to(export)
+        )
+    if export is not None:
+        # The scores as annotations, and each case's Phoenix link into the reports.
+        verdict, problems = publish_verdict(export, verdict)
+        for problem in problems:
+            print(f"plangate: phoenix: annotations not logged: {problem}", file=sys.stderr)
+        files = write_outputs(verdict, args.output)
+    print_verdict(verdict, files)
+    return verdict.exit_code
+
+
+def compare(args: argparse.Namespace) -> int:
+    """`plangate compare VARIANT...`: replay each on the gate's datasets; print the comparison."""
+    gate = load_gate(args.gate or DEFAULT_GATE)
+    for variant in args.variants:
+        load_variant(variant)  # an unknown name fails here, listing the choices
+        if args.variants.count(variant) > 1:
+            raise GateFileError(f"variant {variant!r} is given twice; give each variant once")
+    if args.dataset:
+        chosen = tuple(DatasetSelection(path=Path(d)) for d in args.dataset)
+        gate = dataclasses.replace(gate, datasets=chosen)
+    if args.evaluator:
+        unknown = [name for name in args.evaluator if name not in evaluators()]
+        if unknown:
+            raise EvaluatorError(
+                f"unknown evaluator {unknown[0]!r}; choose from: {', '.join(sorted(evaluators()))}"
+            )
+        rules = {n: gate.evaluators.get(n, EvaluatorRule()) for n in args.evaluator}
+        gate = dataclasses.replace(gate, evaluators=rules)
+    if args.repeats is not None:
+        gate = dataclasses.replace(gate, repeats=max(1, args.repeats))
+    model = args.model or gate.candidate.model
+    tools = args.tools or gate.candidate.tools
+    result = asyncio.run(compare_variants(gate, args.variants, model=model, tools=tools))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(result), indent=2))
+    else:
+        print_comparison(result)
+    return 0
+
+
+def print_comparison(result: Comparison) -> None:
+    """One table per evaluator: each variant's rates with intervals, and its change."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    first = result.variants[0]
+    for name in result.evaluators:
+        table = Table(
+            title=f"{name}: {result.cases} cases × {result.repeats} repeats, {result.model}",
+            title_justify="left",
+            caption=f"\\[lo, hi]: 95% bootstrap over cases; change and p against {first}",
+        )
+        for column in ("variant", "pass rate", "pass^k", "score", f"change vs {first}", "p"):
+            table.add_column(column, no_wrap=True)
+        for variant in result.variants:
+            row = result.score(variant, name)
+            change = (
+                "—"
+                if row.change is None
+                else f"{_interval(row.change)} ({row.worse} worse, {row.better} better)"
+            )
+            table.add_row(
+                variant,
+                _interval(row.pass_rate, sign=False),
+                f"{row.pass_hat_k:.2f}",
+                _interval(row.score, sign=False),
+                change,
+                "—" if row.change is None else f"{row.p_value:.3g}",
+            )
+        console.print(table)
+
+
+def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
+    """The verdict table, the worst regressed cases, and where the reports are."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    word = "[green]PASS[/green]" if verdict.passed else "[red]REGRESSION[/red]"
+    console.print(f"plangate gate: {word}", highlight=False)
+    noise = ", noise floor: baseline against itself" if verdict.noise_floor else ""
+    table = Table(
+        title=f"{verdict.baseline} → {verdict.candidate}, {verdict.repeats} repeats{noise}",
+        title_justify="left",
+    )
+    columns = ("evaluator", "verdict", "worse", "better", "flaky", "noise floor", "p", "pass^k")
+    for column in (*columns, "Δ score (95% CI)"):
+        table.add_column(column, no_wrap=True)
+    for v in verdict.evaluators:
+        table.add_row(
+            v.evaluator,
+            "[red]FAIL[/red]" if v.failed else "[green]pass[/green]",
+            str(v.regressed),
+            str(v.improved),
+            str(v.flaky),
+            "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better",
+            f"{v.p_value:.3g}",
+            f"{v.baseline_pass_hat_k:.2f} → {v.candidate_pass_hat_k:.2f}",
+            _interval(v.score_difference),
+        )
+    console.print(table)
+    for v in verdict.evaluators:
+        mark = "[red]✗[/red]" if v.failed else "[green]✓[/green]"
+        console.print(f"  {mark} {v.evaluator}: {_short(v.reason)}", highlight=False)
+    failed = {v.evaluator for v in verdict.evaluators if v.failed}
+    worst = sorted(
+        (c for c in verdict.cases if c.status in ("regressed", "below_minimum")),
+        key=lambda c: c.evaluator not in failed,  # the failing evaluators' cases first
+    )
+    for case in worst[:10]:
+        console.print(
+            f"    {case.status}: {case.dataset} {case.session_id} turn {case.turn_index} "
+            f"({case.evaluator}): {_short(case.explanation)}",
+            highlight=False,
+            markup=False,
+        )
+    if len(worst) > 10:
+        console.print(f"  … and {len(worst) - 10} more in the reports")
+    console.print("reports: " + ", ".join(str(p) for p in files.values()), highlight=False)
+
+
+def _interval(interval: Any, *, sign: bool = True) -> str:
+    if interval is None or interval.n == 0:
+        return "—"
+    f = "+.2f" if sign else ".2f"
+    return f"{interval.mean:{f}} [{interval.low:{f}}, {interval.high:{f}}]"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def replays_to(export: PhoenixExport | None) -> SpanProcessors | None:
+    """The gate's span processors that send every replayed repeat to `export` (None: nowhere)."""
+    if export is None:
+        return None
+
+    def processor(run: ReplayRun) -> SpanProcessor | None:
+        return replay_processor(export, run.dataset, run.session_id, run.variant, run.run)
+
+    return processor

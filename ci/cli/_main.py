@@ -1,0 +1,72 @@
+"""The `plangate` command: its parser, and the handler of each command, loaded when it runs.
+
+A user's mistake (an unknown variant, model or domain, a malformed file) exits with code 2 and
+one line that names it, never a traceback. Each command's handler module is imported only when
+that command runs, so a command pays only for what it uses (`plangate run` never loads pandas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import cast
+
+from plangate.ci.cli._arguments import add_commands
+from plangate.harness import PlangateError
+
+EXIT_USAGE = 2
+
+HANDLERS = {
+    "run": "plangate.ci.cli._run:run",
+    "variants": "plangate.ci.cli._run:variants",
+    "domains": "plangate.ci.cli._run:domains",
+    "models": "plangate.ci.cli._run:models",
+    "demo": "plangate.ci.cli._demo:demo",
+    "import": "plangate.ci.cli._eval:import_files",
+    "eval": "plangate.ci.cli._eval:score_table",
+    "runs": "plangate.ci.cli._runs:runs",
+    "plan": "plangate.ci.cli._runs:plan",
+    "resume": "plangate.ci.cli._runs:resume",
+    "record": "plangate.ci.cli._dataset:record",
+    "dataset": "plangate.ci.cli._dataset:dataset",
+    "replay": "plangate.ci.cli._dataset:replay",
+    "gate": "plangate.ci.cli._gate:gate",
+    "compare": "plangate.ci.cli._gate:compare",
+    "phoenix": "plangate.ci.cli._phoenix:phoenix",
+}
+"""Each command's handler, `module:function`: it takes the parsed arguments, returns the exit
+code."""
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `plangate`."""
+    parser = argparse.ArgumentParser(
+        prog="plangate", description="Evaluation and regression harness for LLM planning agents."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"plangate {metadata.version('plangate')}"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `plangate` command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return handler(args.command)(args)
+    except PlangateError as exc:
+        print(f"plangate: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def handler(command: str) -> Handler:
+    """The function that runs `command`, its module imported now."""
+    module, _, function = HANDLERS[command].partition(":")
+    return cast(Handler, getattr(importlib.import_module(module), function))

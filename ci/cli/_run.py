@@ -1,0 +1,113 @@
+"""`plangate run`, `variants`, `domains` and `models`: the reference agent from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from plangate.ci._telemetry import telemetry
+from plangate.ci.cli._exporting import exporting
+from plangate.ci.phoenix import with_export
+from plangate.harness import (
+    BEHAVIOURS,
+    Agent,
+    SessionStore,
+    TurnResult,
+    builtin_variants,
+    domain_names,
+    get_domain,
+    load_variant,
+    model_from_spec,
+)
+
+EXIT_OK = 0
+
+
+def variants(args: argparse.Namespace) -> int:
+    """`plangate variants`: the shipped harness variants."""
+    for name in builtin_variants():
+        print(f"{name:14s} {load_variant(name).description}")
+    return EXIT_OK
+
+
+def domains(args: argparse.Namespace) -> int:
+    """`plangate domains`: the demo domains."""
+    for name in domain_names():
+        print(f"{name:14s} {get_domain(name).description}")
+    return EXIT_OK
+
+
+def models(args: argparse.Namespace) -> int:
+    """`plangate models`: the simulated models (and how to use a real one)."""
+    for behaviour in BEHAVIOURS:
+        print(f"sim:{behaviour}")
+    print("openai:MODEL   (PLANGATE_OPENAI_BASE_URL, PLANGATE_OPENAI_API_KEY)")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """`plangate run REQUEST`: one turn of the reference agent, its trajectory printed."""
+    variant = load_variant(args.variant)
+    domain = get_domain(args.domain)
+    model = model_from_spec(args.model, domain=domain, seed=args.seed)
+    wiring = telemetry("otlp", endpoint=args.otlp) if args.otlp else telemetry("none")
+    metadata = {
+        "domain": domain.name,
+        "model": args.model,
+        "seed": args.seed,
+        "variant_source": args.variant,
+    }
+    with exporting(args) as export:
+        agent = Agent(
+            model=model,
+            variant=variant,
+            tools=domain.make_tools,
+            instructions=domain.instructions,
+            tracer_provider=with_export(wiring.provider, export),
+            store=SessionStore(args.store) if args.store else None,
+        )
+        try:
+            session = agent.session(args.session, metadata=metadata)
+            result = asyncio.run(session.run_turn(args.request))
+        finally:
+            wiring.shutdown()
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        print_trajectory(result)
+    if result.stop_reason == "awaiting_approval":
+        store = f" --store {args.store}" if args.store else ""
+        print(
+            f"paused for plan approval: `plangate plan {session.session_id}{store}`, then "
+            f"`plangate resume {session.session_id}{store} --approve | --plan FILE | --reject`",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def print_trajectory(result: TurnResult) -> None:
+    """A readable account of a turn: each call and its result, events, the plan, the stop."""
+    print(f"request: {result.request}")
+    for call in result.tool_calls:
+        mark = {"ok": "→", "error": "✗", "not_run": "·"}[call.status]
+        print(f"  {call.iteration:>2} {mark} {call.name} {_short(call.arguments)}")
+        print(f"       {_short(call.content)}")
+    for event in result.events:
+        if event.kind not in ("plan_updated", "stop"):
+            print(f"  [{event.kind} at call {event.iteration}] {_short(event.detail)}")
+    if result.plan:
+        print("plan:")
+        for item in result.plan:
+            reason = f" ({item.reason})" if item.reason else ""
+            print(f"  {item.status:11s} {item.id}. {item.text}{reason}")
+    detail = f" ({result.stop_detail})" if result.stop_detail else ""
+    print(f"stop: {result.stop_reason}{detail} after {result.iterations} model calls")
+    if result.answer:
+        print(f"answer: {result.answer}")
+
+
+def _short(text: str, limit: int = 110) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -1,0 +1,375 @@
+"""The CI gate: replay golden cases with a baseline and a candidate, k times each, and decide.
+
+For every case (a golden turn) and evaluator, each side is replayed k times (repeat r uses the
+same seed on both sides, so repeats pair up) and gives the case a pass rate and a pass^k. A case
+is worse when the candidate's pass rate is below the baseline's, better when above. Over the
+cases, worse against better goes through an exact one-sided sign test (the binomial test on
+discordant pairs, McNemar's exact test when k = 1).
+
+The noise floor: the baseline is replayed k more times with fresh seeds and compared with itself
+the same way. Its worse cases are what chance alone produces, so a regression must also beat
+them: the candidate's worse cases against the noise floor's, in a second exact binomial test.
+The gate fails on an evaluator when both tests are significant, when the candidate's pass rate
+drops below the evaluator's `min_pass_rate`, or when a case drops below its own minimum. A case
+whose outcomes disagree across the repeats of one side (the noise runs included) is flaky:
+listed apart from the regressions, and unable to fail the gate on its own.
+
+A side can also be a stored score table (one written by an earlier gate run), so a pull request
+is compared with what main scored without replaying main again.
+Exit codes: 0 pass, 1 regression, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from opentelemetry.sdk.trace import SpanProcessor
+
+from plangate.ci._rubrics import turn_rubrics
+from plangate.ci.gate._gate_file import GateFile, GateFileError, Side
+from plangate.ci.gate._scores import (
+    Case,
+    Outcome,
+    Runs,
+    read_scores,
+    runs_from_scores,
+    with_agent_spans,
+)
+from plangate.ci.gate._stats import paired_bootstrap, ratio_interval, regression_p_value
+from plangate.ci.gate._verdict import (
+    CaseResult,
+    EvaluatorVerdict,
+    NoiseFloor,
+    Verdict,
+    pass_change,
+    pass_rate,
+)
+from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
+from plangate.replay import GoldenDataset, concat_tables, read_dataset, replay_turn
+from plangate.replay.schema import SESSION_ID, TURN_INDEX
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayRun:
+    """One replayed repeat of one case on one side, for whoever wants its spans."""
+
+    dataset: GoldenDataset
+    """The golden dataset the case is in."""
+    session_id: str
+    """The case's session."""
+    variant: str | None
+    """The side's variant (None: the session's recording variant)."""
+    run: str
+    """The repeat's name: `baseline-r0`, `candidate-r1`, `noise-r0` (the baseline's noise floor)."""
+
+
+SpanProcessors = Callable[[ReplayRun], SpanProcessor | None]
+"""Gives each replayed repeat an extra span processor (or None): how the gate's caller exports
+replayed spans (to Phoenix, say) without the gate knowing where they go."""
+
+
+async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = None) -> Verdict:
+    """Replay (or read), evaluate and compare: the whole gate.
+
+    Args:
+        gate: The gate file.
+        span_processors: Where else each replayed repeat's spans go, besides the trace table
+            the gate scores (e.g. an export to Phoenix): called once per replayed repeat.
+    """
+    datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
+    rubrics = gate_rubrics(gate, datasets)
+    cases = gate_cases(gate, datasets)
+    names = list(gate.evaluators)
+    k = gate.repeats
+    baseline_repeats = 2 * k if gate.noise_floor else k
+    side_scores = {}
+    for name, side, repeats in (
+        ("baseline", gate.baseline, baseline_repeats),
+        ("candidate", gate.candidate, k),
+    ):
+        if side.scores is not None:
+            side_scores[name] = read_scores(side.scores, cases, names)
+        else:
+            side_scores[name] = await replay_scores(
+                gate, side, datasets, cases, names, rubrics, repeats=repeats,
+                span_processors=span_processors, label=name,
+            )  # fmt: skip
+    baseline = runs_from_scores(side_scores["baseline"], cases, names)
+    candidate = runs_from_scores(side_scores["candidate"], cases, names)
+    noise: Runs | None = None
+    if gate.noise_floor:
+        baseline, noise = _split_noise(baseline, gate.baseline)
+    results = _compare(gate, baseline, candidate, noise, cases, names)
+    verdicts = [_decide(gate, name, [r for r in results if r.evaluator == name]) for name in names]
+    return Verdict(
+        passed=not any(v.failed for v in verdicts),
+        repeats=k,
+        alpha=gate.alpha,
+        evaluators=verdicts,
+        cases=results,
+        baseline=gate.baseline.label,
+        candidate=gate.candidate.label,
+        noise_floor=gate.noise_floor,
+        scores=side_scores,
+    )
+
+
+def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:
+    """The rubrics of every golden turn in the gate's datasets (read once, by the caller)."""
+    return RubricSet(
+        turns={
+            key: rubric
+            for s in gate.datasets
+            for key, rubric in turn_rubrics(datasets[s.path.name], str(s.path)).turns.items()
+        }
+    )
+
+
+def gate_cases(gate: GateFile, datasets: dict[str, Any] | None = None) -> list[Case]:
+    """The golden turns the gate compares, in dataset order; (session, turn) must be unique."""
+    if datasets is None:
+        datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
+    cases: list[Case] = []
+    seen: dict[tuple[str, int], str] = {}
+    for selection in gate.datasets:
+        dataset = datasets[selection.path.name]
+        for row in dataset.turns.to_pylist():
+            if selection.sessions and row[SESSION_ID] not in selection.sessions:
+                continue
+            if selection.turns and row[TURN_INDEX] not in selection.turns:
+                continue
+            key = (row[SESSION_ID], row[TURN_INDEX])
+            if key in seen:
+                raise GateFileError(
+                    f"{gate.path}: session {key[0]!r} turn {key[1]} is in both {seen[key]} and "
+                    f"{selection.path.name}; a gate needs every case once: select one of them"
+                )
+            seen[key] = selection.path.name
+            cases.append((selection.path.name, *key))
+    if not cases:
+        raise GateFileError(
+            f"{gate.path}: the dataset selections hold no turns; check [[datasets]] sessions "
+            "and turns against `plangate dataset validate`"
+        )
+    _check_case_keys(gate, cases)
+    return cases
+
+
+def _check_case_keys(gate: GateFile, cases: Sequence[Case]) -> None:
+    """Per-case minimums must name cases the gate has."""
+    known = {c[1] for c in cases} | {f"{c[1]}:{c[2]}" for c in cases}
+    for name, rule in gate.evaluators.items():
+        for key in rule.cases:
+            if key not in known:
+                raise GateFileError(
+                    f"{gate.path}: evaluators.{name}.cases names {key!r}, which is not a case of "
+                    "the selected datasets (use SESSION or SESSION:TURN of a selected turn)"
+                )
+
+
+async def replay_scores(
+    gate: GateFile,
+    side: Side,
+    datasets: dict[str, Any],
+    cases: Sequence[Case],
+    names: list[str],
+    rubrics: RubricSet,
+    *,
+    repeats: int,
+    span_processors: SpanProcessors | None = None,
+    label: str = "side",
+) -> pa.Table:
+    """Replay every case `repeats` times with one side; the scores, `trial` = repeat.
+
+    With `span_processors`, each replayed repeat's spans go there too, each repeat a run of its
+    own: `LABEL-rN`, and the baseline's noise-floor repeats `noise-rN`.
+    """
+    limit = asyncio.Semaphore(gate.jobs)
+    params = {name: rule.params for name, rule in gate.evaluators.items() if rule.params}
+
+    async def one(number: int, case: Case, repeat: int) -> pa.Table:
+        name, session_id, turn_index = case
+        # Each (case, repeat) gets its own seed, the same on both sides: the runs pair up, and
+        # a simulated model's seeded choices vary from case to case as a real model's would.
+        seed = gate.seed + side.seed + repeat * 100_003 + number
+        run = ReplayRun(
+            dataset=datasets[name],
+            session_id=session_id,
+            variant=side.variant,
+            run=_run(gate, label, repeat),
+        )
+        extra = span_processors(run) if span_processors is not None else None
+        async with limit:
+            result = await replay_turn(
+                datasets[name], session_id, turn_index, variant=side.variant, model=side.model,
+                tools=side.tools, seed=seed,  # type: ignore[arg-type]
+                span_processor=extra,
+            )  # fmt: skip
+        assert result.table is not None
+        return result.table
+
+    parts = []
+    for repeat in range(repeats):
+        tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
+        traces = concat_tables(tables)
+        scores = evaluate(traces, rubrics, names=names, params=params)
+        trial = pa.array([repeat] * scores.num_rows, pa.int32())
+        scores = scores.set_column(scores.schema.get_field_index("trial"), "trial", trial)
+        parts.append(with_agent_spans(scores, traces))
+    return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def _run(gate: GateFile, label: str, repeat: int) -> str:
+    """A repeat's run name in Phoenix; the baseline's repeats past k are its noise floor."""
+    if label == "baseline" and gate.noise_floor and repeat >= gate.repeats:
+        return f"noise-r{repeat - gate.repeats}"
+    return f"{label}-r{repeat}"
+
+
+def _split_noise(runs: Runs, side: Side) -> tuple[Runs, Runs]:
+    """The baseline's first half of repeats, and the second half: its noise-floor runs."""
+    trials = {len(outcomes) for outcomes in runs.values()}
+    if any(n < 2 or n % 2 for n in trials):
+        raise GateFileError(
+            f"the baseline has {min(trials)} repeat(s) per case; the noise floor needs an even "
+            f"number, at least 2 (a stored baseline written by a gate run with noise_floor = "
+            f"true has them): {side.label}; or set gate.noise_floor = false"
+        )
+    half = {key: len(outcomes) // 2 for key, outcomes in runs.items()}
+    return (
+        {key: outcomes[: half[key]] for key, outcomes in runs.items()},
+        {key: outcomes[half[key] :] for key, outcomes in runs.items()},
+    )
+
+
+def _compare(
+    gate: GateFile,
+    baseline: Runs,
+    candidate: Runs,
+    noise: Runs | None,
+    cases: Sequence[Case],
+    names: list[str],
+) -> list[CaseResult]:
+    results = []
+    for case in cases:
+        for name in names:
+            base = baseline[(case, name)]
+            cand = candidate[(case, name)]
+            again = noise[(case, name)] if noise is not None else []
+            failing = next((text for ok, text, _ in cand if not ok), cand[0][1])
+            results.append(
+                CaseResult(
+                    dataset=case[0],
+                    session_id=case[1],
+                    turn_index=case[2],
+                    evaluator=name,
+                    baseline=tuple(o[0] for o in base),
+                    candidate=tuple(o[0] for o in cand),
+                    explanation=failing,
+                    baseline_score=_mean_score(base),
+                    candidate_score=_mean_score(cand),
+                    noise=tuple(o[0] for o in again),
+                    noise_score=_mean_score(again),
+                    min_pass_rate=gate.evaluators[name].case_minimum(case[1], case[2]),
+                )  # fmt: skip
+            )
+    return results
+
+
+def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVerdict:
+    regressed = sum(r.change < 0 for r in results)
+    improved = sum(r.change > 0 for r in results)
+    p_value = regression_p_value(regressed, improved)
+    noise = _noise_floor(results, gate.seed) if gate.noise_floor else None
+    beyond = regression_p_value(regressed, noise.regressed) if noise is not None else None
+    rate = _mean([pass_rate(r.candidate) for r in results])
+    rule = gate.evaluators[name]
+    below = [r for r in results if r.below_minimum]
+    failures = []
+    if regressed and p_value < gate.alpha and (beyond is None or beyond < gate.alpha):
+        failures.append(
+            f"{regressed} case(s) regressed against {improved} improved (p = {p_value:.3g} < "
+            f"{gate.alpha})"
+            + (
+                f", beyond the noise floor's {noise.regressed} (p = {beyond:.3g})"
+                if noise is not None
+                else ""
+            )
+        )
+    if rule.min_pass_rate is not None and rate < rule.min_pass_rate:
+        failures.append(f"pass rate {rate:.1%} is below the minimum {rule.min_pass_rate:.1%}")
+    if below:
+        first = below[0]
+        failures.append(
+            f"{len(below)} case(s) below their own minimum, e.g. {first.session_id} turn "
+            f"{first.turn_index}: {pass_rate(first.candidate):.0%} < {first.min_pass_rate:.0%}"
+        )
+    summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
+    if noise is not None:
+        summary += f"; noise floor {noise.regressed} regressed, {noise.improved} improved"
+        if regressed and p_value < gate.alpha and beyond is not None and beyond >= gate.alpha:
+            summary += f" (not beyond it: p = {beyond:.3g})"
+        if noise.p_value < gate.alpha:
+            summary += "; the baseline is unstable against itself: add repeats"
+    paired = [
+        (r.baseline_score, r.candidate_score)
+        for r in results
+        if r.baseline_score is not None and r.candidate_score is not None
+    ]
+    difference = paired_bootstrap([c - b for b, c in paired], seed=gate.seed) if paired else None
+    ratio = (
+        ratio_interval([c for _, c in paired], [b for b, _ in paired], seed=gate.seed)
+        if name == "latency" and paired
+        else None
+    )
+    return EvaluatorVerdict(
+        evaluator=name, regressed=regressed, improved=improved,
+        score_difference=difference, ratio=ratio, noise=noise, p_beyond_noise=beyond,
+        flaky=sum(r.flaky for r in results), cases=len(results), p_value=p_value,
+        baseline_pass_hat_k=_pass_hat_k([r.baseline for r in results]),
+        candidate_pass_hat_k=_pass_hat_k([r.candidate for r in results]),
+        candidate_pass_rate=rate, min_pass_rate=rule.min_pass_rate, failed=bool(failures),
+        reason="; ".join(failures) if failures else summary, below_minimum=len(below),
+        datasets={
+            d: (
+                _pass_hat_k([r.baseline for r in results if r.dataset == d]),
+                _pass_hat_k([r.candidate for r in results if r.dataset == d]),
+            )
+            for d in dict.fromkeys(r.dataset for r in results)
+        },
+    )  # fmt: skip
+
+
+def _noise_floor(results: list[CaseResult], seed: int) -> NoiseFloor:
+    """The baseline's noise runs compared with its own first runs, like a candidate."""
+    changes = [pass_change(r.baseline, r.noise) for r in results]
+    regressed, improved = changes.count(-1), changes.count(1)
+    diffs = [
+        r.noise_score - r.baseline_score
+        for r in results
+        if r.noise_score is not None and r.baseline_score is not None
+    ]
+    return NoiseFloor(
+        regressed=regressed,
+        improved=improved,
+        p_value=regression_p_value(regressed, improved),
+        score_difference=paired_bootstrap(diffs, seed=seed) if diffs else None,
+    )
+
+
+def _pass_hat_k(sides: list[tuple[bool, ...]]) -> float:
+    """Mean pass^k over cases, each with its own number of repeats."""
+    return _mean([pass_hat_k(len(o), sum(o), len(o)) for o in sides])
+
+
+def _mean_score(outcomes: Sequence[Outcome]) -> float | None:
+    scores = [score for _, _, score in outcomes if score is not None]
+    return sum(scores) / len(scores) if scores else None
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

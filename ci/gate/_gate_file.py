@@ -1,0 +1,264 @@
+"""The gate file (TOML): what to replay, what to compare, and when to fail.
+
+    [gate]
+    repeats = 3                 # k: replays of each case per side
+    seed = 0                    # seeds are seed, seed+1, ... per repeat
+    alpha = 0.05                # significance of a regression on pass/fail flips
+    jobs = 4                    # turns replayed at once
+    noise_floor = true          # also replay the baseline against itself (fresh seeds)
+
+    [[datasets]]
+    path = "datasets/observability-core"
+    sessions = []               # optional: only these sessions
+    turns = []                  # optional: only these turn indices
+
+    [baseline]
+    variant = "alyx"            # replay with this variant ...
+    model = "sim:diligent"      # ... and this model: cassette, cassette-lenient, sim:X, openai:X
+    tools = "cassette"          # or "live"
+
+    seed = 0                    # seed offset of this side; 0 pairs its repeats with the other's
+
+    [candidate]
+    variant = "todo-basic"
+    model = "sim:diligent"
+    # or, instead of a variant to replay, a stored score table (one a gate run wrote):
+    # scores = "out/main/scores/baseline.parquet"
+
+    [evaluators.task_completion]
+    min_pass_rate = 0.9         # the candidate's pass rate must stay at or above this
+    cases = { "obs-003" = 1.0, "obs-004:1" = 0.6 }   # per case (session, or session:turn)
+    [evaluators.tool_call_loops]
+    min_pass_rate = 0.95
+
+Every mistake is a `GateFileError` naming the file, the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plangate.evaluators import evaluators as registered
+from plangate.harness import PlangateError, load_variant
+
+EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases"})
+SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
+GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor"})
+MODELS = ("cassette", "cassette-lenient")
+TOOLS = ("cassette", "live")
+
+DEFAULT_GATE = Path(__file__).resolve().parent.parent / "gate.toml"
+"""The shipped gate file: the shipped golden datasets and the default evaluators."""
+
+
+class GateFileError(PlangateError):
+    """The gate file is unusable; the message names the file and the key."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetSelection:
+    """A dataset and, optionally, which of its sessions and turns to replay."""
+
+    path: Path
+    sessions: tuple[str, ...] = ()
+    turns: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Side:
+    """How one side of the comparison gets its outcomes: replayed, or read from stored scores."""
+
+    variant: str | None = None
+    model: str = "cassette"
+    tools: str = "cassette"
+    scores: Path | None = None
+    """A stored score table (`SCORE_SCHEMA`, `trial` = repeat) instead of replaying."""
+    seed: int = 0
+    """Added to this side's seeds; 0 pairs each repeat with the other side's."""
+
+    @property
+    def label(self) -> str:
+        """The variant's name, or the stored score table's file name."""
+        return self.variant if self.variant is not None else str(self.scores)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluatorRule:
+    """When an evaluator fails the gate."""
+
+    min_pass_rate: float | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    cases: dict[str, float] = field(default_factory=dict)
+    """Per-case minimum pass rates, keyed `SESSION` (every turn) or `SESSION:TURN`."""
+
+    def case_minimum(self, session_id: str, turn_index: int) -> float | None:
+        """The case's own minimum pass rate, if the gate file sets one."""
+        return self.cases.get(f"{session_id}:{turn_index}", self.cases.get(session_id))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateFile:
+    """A parsed gate file."""
+
+    path: Path
+    datasets: tuple[DatasetSelection, ...]
+    baseline: Side
+    candidate: Side
+    evaluators: dict[str, EvaluatorRule]
+    repeats: int = 3
+    seed: int = 0
+    alpha: float = 0.05
+    jobs: int = 4
+    noise_floor: bool = True
+    """Replay the baseline a second time with fresh seeds; the verdict must beat that noise."""
+
+
+def load_gate(path: str | Path) -> GateFile:
+    """Read and check a gate file."""
+    source = Path(path)
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise GateFileError(f"cannot read gate file {source}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise GateFileError(f"{source}: not valid TOML: {exc}") from exc
+    return parse_gate(data, source)
+
+
+def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
+    """Check a gate file's data; relative dataset paths are relative to the file's folder."""
+    _keys(data, {"gate", "datasets", "baseline", "candidate", "evaluators"}, "", source)
+    settings = data.get("gate", {})
+    _keys(settings, GATE_KEYS, "gate.", source)
+    noise_floor = settings.get("noise_floor", True)
+    if not isinstance(noise_floor, bool):
+        raise GateFileError(
+            f"{source}: gate.noise_floor must be true or false, not {noise_floor!r}"
+        )
+    if "datasets" not in data or not data["datasets"]:
+        raise GateFileError(f"{source}: [[datasets]] is missing; name at least one dataset path")
+    return GateFile(
+        path=source,
+        datasets=tuple(_dataset(d, i, source) for i, d in enumerate(data["datasets"])),
+        baseline=_side(data, "baseline", source),
+        candidate=_side(data, "candidate", source),
+        evaluators=_evaluators(data.get("evaluators", {}), source),
+        repeats=_int(settings, "repeats", 3, 1, source),
+        seed=_int(settings, "seed", 0, 0, source),
+        alpha=_alpha(settings.get("alpha", 0.05), source),
+        jobs=_int(settings, "jobs", 4, 1, source),
+        noise_floor=noise_floor,
+    )
+
+
+def _keys(data: Any, allowed: set[str] | frozenset[str], prefix: str, source: Path) -> None:
+    if not isinstance(data, dict):
+        raise GateFileError(f"{source}: {prefix.rstrip('.') or 'the file'} must be a table")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise GateFileError(
+            f"{source}: unknown key {prefix + unknown[0]!r}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _dataset(data: Any, index: int, source: Path) -> DatasetSelection:
+    where = f"datasets[{index}]."
+    _keys(data, {"path", "sessions", "turns"}, where, source)
+    if not isinstance(data.get("path"), str):
+        raise GateFileError(f"{source}: {where}path must be a dataset folder path")
+    path = Path(data["path"])
+    if not path.is_absolute():
+        path = source.parent / path
+    return DatasetSelection(
+        path=path,
+        sessions=tuple(str(s) for s in data.get("sessions", ())),
+        turns=tuple(int(t) for t in data.get("turns", ())),
+    )
+
+
+def _side(data: dict[str, Any], name: str, source: Path) -> Side:
+    side = data.get(name)
+    if side is None:
+        raise GateFileError(f"{source}: [{name}] is missing; it needs at least a variant")
+    _keys(side, SIDE_KEYS, f"{name}.", source)
+    seed = _int(side, "seed", 0, 0, source, f"{name}.")
+    if "scores" in side:
+        if "variant" in side:
+            raise GateFileError(
+                f"{source}: {name} has both variant and scores; give one: a variant to replay, "
+                "or a stored score table"
+            )
+        if not isinstance(side["scores"], str):
+            raise GateFileError(f"{source}: {name}.scores must be a score table path")
+        scores = Path(side["scores"])
+        return Side(scores=scores if scores.is_absolute() else source.parent / scores, seed=seed)
+    if not isinstance(side.get("variant"), str):
+        raise GateFileError(
+            f"{source}: {name}.variant must be a variant name or .toml path (or give "
+            f"{name}.scores, a stored score table)"
+        )
+    model = side.get("model", "cassette")
+    if not (model in MODELS or model.startswith(("sim:", "openai:"))):
+        raise GateFileError(
+            f"{source}: {name}.model is {model!r}; allowed: cassette, cassette-lenient, "
+            "sim:NAME, openai:MODEL"
+        )
+    tools = side.get("tools", "cassette")
+    if tools not in TOOLS:
+        raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
+    try:
+        load_variant(side["variant"])
+    except PlangateError as exc:
+        raise GateFileError(f"{source}: {name}.variant: {exc}") from exc
+    return Side(variant=side["variant"], model=model, tools=tools, seed=seed)
+
+
+def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
+    known = registered()
+    _keys(data, set(known), "evaluators.", source)
+    rules = {}
+    for name, rule in data.items():
+        _keys(rule, EVALUATOR_KEYS, f"evaluators.{name}.", source)
+        rate = rule.get("min_pass_rate")
+        if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
+            raise GateFileError(f"{source}: evaluators.{name}.min_pass_rate must be in [0, 1]")
+        rules[name] = EvaluatorRule(
+            min_pass_rate=rate,
+            params=dict(rule.get("params", {})),
+            cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),
+        )
+    return rules or {name: EvaluatorRule() for name in ("task_completion", "tool_call_loops")}
+
+
+def _case_rates(data: Any, where: str, source: Path) -> dict[str, float]:
+    if not isinstance(data, dict):
+        raise GateFileError(f'{source}: {where} must be a table like {{ "obs-003" = 1.0 }}')
+    for key, rate in data.items():
+        session, _, turn = key.partition(":")
+        if not session or (turn and not turn.isdigit()):
+            raise GateFileError(
+                f"{source}: {where} key {key!r} must be SESSION or SESSION:TURN (a turn number)"
+            )
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
+            raise GateFileError(f"{source}: {where}.{key} must be a pass rate in [0, 1]")
+    return {key: float(rate) for key, rate in data.items()}
+
+
+def _int(
+    data: dict[str, Any], key: str, default: int, least: int, source: Path, prefix: str = "gate."
+) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise GateFileError(
+            f"{source}: {prefix}{key} must be a whole number >= {least}, not {value!r}"
+        )
+    return value
+
+
+def _alpha(value: Any, source: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise GateFileError(f"{source}: gate.alpha must be between 0 and 1, not {value!r}")
+    return float(value)

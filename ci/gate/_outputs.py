@@ -1,0 +1,44 @@
+"""What a gate run leaves on disk: its reports, and both sides' score tables to compare later."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+from plangate.ci.gate._gate import SpanProcessors, run_gate
+from plangate.ci.gate._gate_file import load_gate
+from plangate.ci.gate._reports import write_reports
+from plangate.ci.gate._verdict import Verdict
+from plangate.replay import write_parquet
+
+
+def write_outputs(verdict: Verdict, output: str | Path) -> dict[str, Path]:
+    """The reports, and both sides' score tables in `output`/scores."""
+    files = write_reports(verdict, output)
+    for side, table in verdict.scores.items():
+        # Stored, these become a later gate's side: `[baseline] scores = ".../baseline.parquet"`.
+        files[f"{side} scores"] = write_parquet(table, Path(output) / "scores" / f"{side}.parquet")
+    return files
+
+
+def gate_with_reports(
+    gate_file: str | Path,
+    output: str | Path,
+    *,
+    repeats: int | None = None,
+    span_processors: SpanProcessors | None = None,
+) -> tuple[Verdict, dict[str, Path]]:
+    """Run a gate file; write its reports and both sides' score tables into `output`.
+
+    Args:
+        gate_file: The gate file (TOML).
+        output: The folder for the reports and score tables.
+        repeats: Instead of the gate file's `gate.repeats` (at least 1).
+        span_processors: Where else replayed spans go (see `run_gate`).
+    """
+    gate = load_gate(gate_file)
+    if repeats is not None:
+        gate = dataclasses.replace(gate, repeats=max(1, repeats))
+    verdict = asyncio.run(run_gate(gate, span_processors=span_processors))
+    return verdict, write_outputs(verdict, output)

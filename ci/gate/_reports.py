@@ -1,0 +1,228 @@
+"""Gate reports: JSON for machines, Markdown for the pull request, JUnit XML for CI systems.
+
+The HTML page for people, with plots, is built in ci/_html_report.py.
+
+Regressions come first, worst (most significant) evaluator first; each failing case carries its
+evaluator's explanation, so a reader sees the evidence without opening a trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from plangate.ci.gate._html_report import html_report
+from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
+from plangate.evaluators.scores import EVALUATOR, EXPLANATION, PASSED
+from plangate.replay.schema import SESSION_ID, TURN_INDEX
+
+MAX_CASES_IN_SUMMARY = 20
+FAILING = ("regressed", "below_minimum")
+"""Case statuses that are failures in the reports."""
+
+
+def verdict_json(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as JSON-able data."""
+    return {
+        PASSED: verdict.passed,
+        "exit_code": verdict.exit_code,
+        "repeats": verdict.repeats,
+        "alpha": verdict.alpha,
+        "baseline": verdict.baseline,
+        "candidate": verdict.candidate,
+        "noise_floor": verdict.noise_floor,
+        "evaluators": [
+            {
+                EVALUATOR: v.evaluator,
+                "failed": v.failed,
+                "reason": v.reason,
+                "cases": v.cases,
+                "regressed": v.regressed,
+                "improved": v.improved,
+                "flaky": v.flaky,
+                "p_value": v.p_value,
+                "baseline_pass_hat_k": v.baseline_pass_hat_k,
+                "candidate_pass_hat_k": v.candidate_pass_hat_k,
+                "candidate_pass_rate": v.candidate_pass_rate,
+                "min_pass_rate": v.min_pass_rate,
+                "score_difference": _interval(v.score_difference),
+                "latency_ratio": _interval(v.ratio),
+                "noise_floor": _noise(v.noise),
+                "p_beyond_noise": v.p_beyond_noise,
+                "below_minimum": v.below_minimum,
+                "datasets": {
+                    name: {"baseline_pass_hat_k": base, "candidate_pass_hat_k": cand}
+                    for name, (base, cand) in v.datasets.items()
+                },
+            }
+            for v in verdict.evaluators
+        ],
+        "cases": [
+            {
+                "dataset": c.dataset,
+                SESSION_ID: c.session_id,
+                TURN_INDEX: c.turn_index,
+                EVALUATOR: c.evaluator,
+                "status": c.status,
+                "baseline": list(c.baseline),
+                "candidate": list(c.candidate),
+                "noise": list(c.noise),
+                "baseline_pass_hat_k": c.baseline_pass_hat_k,
+                "candidate_pass_hat_k": c.candidate_pass_hat_k,
+                "baseline_score": c.baseline_score,
+                "candidate_score": c.candidate_score,
+                "min_pass_rate": c.min_pass_rate,
+                "trace_url": c.trace_url,
+                EXPLANATION: c.explanation,
+            }
+            for c in verdict.cases
+        ],
+    }
+
+
+def _noise(noise: NoiseFloor | None) -> dict[str, Any] | None:
+    if noise is None:
+        return None
+    return {
+        "regressed": noise.regressed,
+        "improved": noise.improved,
+        "p_value": noise.p_value,
+        "score_difference": _interval(noise.score_difference),
+    }
+
+
+def _interval(interval: Any) -> dict[str, float] | None:
+    if interval is None:
+        return None
+    return {"mean": interval.mean, "low": interval.low, "high": interval.high, "n": interval.n}
+
+
+def _ci(interval: Any) -> str:
+    if interval is None or interval.n == 0:
+        return "—"
+    return f"{interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}]"
+
+
+def markdown(verdict: Verdict) -> str:
+    """A summary for the pull request: the verdict, then the worst regressions first."""
+    head = "✅ **plangate: pass**" if verdict.passed else "❌ **plangate: regression**"
+    noise = ", noise floor: the baseline against itself" if verdict.noise_floor else ""
+    lines = [
+        f"{head}: `{verdict.baseline}` → `{verdict.candidate}` ({verdict.repeats} repeats per "
+        f"side, α = {verdict.alpha}{noise})",
+        "",
+        "| evaluator | verdict | regressed | improved | flaky | noise floor | pass^k baseline → "
+        "candidate | p | Δ score (95% CI) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in sorted(verdict.evaluators, key=lambda v: (not v.failed, v.p_value)):
+        floor = "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better"
+        lines.append(
+            f"| {v.evaluator} | {'fail' if v.failed else 'pass'}: {v.reason} | {v.regressed} | "
+            f"{v.improved} | {v.flaky} | {floor} | {v.baseline_pass_hat_k:.3f} → "
+            f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} | {_ci(v.score_difference)} |"
+        )
+    failed = {v.evaluator for v in verdict.evaluators if v.failed}
+    worst = sorted(
+        (c for c in verdict.cases if c.status in FAILING),
+        key=lambda c: c.evaluator not in failed,  # the failing evaluators' cases first
+    )
+    flaky = [c for c in verdict.cases if c.status == "flaky"]
+    if worst:
+        lines += ["", f"**Regressed cases** ({len(worst)}):", ""]
+        lines += [_case_line(c) for c in worst[:MAX_CASES_IN_SUMMARY]]
+    if flaky:
+        lines += ["", f"**Flaky cases** ({len(flaky)}, not counted as regressions):", ""]
+        lines += [_case_line(c) for c in flaky[:MAX_CASES_IN_SUMMARY]]
+    return "\n".join(lines) + "\n"
+
+
+def _case_line(case: CaseResult) -> str:
+    outcomes = f"{_marks(case.baseline)} → {_marks(case.candidate)}"
+    trace = f" [trace]({case.trace_url})" if case.trace_url else ""
+    return (
+        f"- `{case.dataset}` {case.session_id} turn {case.turn_index}, {case.evaluator} "
+        f"({outcomes}): {case.explanation}{trace}"
+    )
+
+
+def _marks(outcomes: tuple[bool, ...]) -> str:
+    return "".join("✓" if ok else "✗" for ok in outcomes)
+
+
+def junit(verdict: Verdict) -> str:
+    """JUnit XML: one test case per golden turn and evaluator; a regression is a failure."""
+    suites = ET.Element("testsuites", name="plangate")
+    for name in [v.evaluator for v in verdict.evaluators]:
+        cases = [c for c in verdict.cases if c.evaluator == name]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=name,
+            tests=str(len(cases)),
+            failures=str(sum(c.status in FAILING for c in cases)),  # flaky ones are skipped
+            skipped=str(sum(c.status == "flaky" for c in cases)),
+            errors="0",
+        )
+        for case in cases:
+            element = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{case.dataset}.{case.session_id}",
+                name=f"turn {case.turn_index} {name}",
+            )
+            if case.status in FAILING:
+                failure = ET.SubElement(element, "failure", message=case.explanation)
+                failure.text = (
+                    f"baseline {_marks(case.baseline)}, candidate {_marks(case.candidate)}"
+                    + (
+                        f"; below the case's minimum pass rate {case.min_pass_rate:.0%}"
+                        if case.below_minimum
+                        else ""
+                    )
+                    + (f"\ntrace: {case.trace_url}" if case.trace_url else "")
+                )
+            elif case.status == "flaky":
+                ET.SubElement(element, "skipped", message=f"flaky: {_marks(case.candidate)}")
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True)
+
+
+def write_reports(verdict: Verdict, folder: str | Path) -> dict[str, Path]:
+    """Write verdict.json, summary.md, junit.xml and report.html, each atomically.
+
+    The summary is also appended to $GITHUB_STEP_SUMMARY when that is set.
+    """
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "json": out / "verdict.json",
+        "markdown": out / "summary.md",
+        "junit": out / "junit.xml",
+        "html": out / "report.html",
+    }
+    _write_atomic(files["json"], json.dumps(verdict_json(verdict), indent=2) + "\n")
+    _write_atomic(files["markdown"], markdown(verdict))
+    _write_atomic(files["junit"], junit(verdict))
+    _write_atomic(files["html"], html_report(verdict))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown(verdict))
+    return files
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder: a reader never sees half a report."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.chmod(temporary, 0o644)  # mkstemp makes it private; a report is for everyone
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -1,0 +1,102 @@
+"""The command line reads as one tool: help for every argument, one spelling for the same thing."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib import metadata
+
+import pytest
+
+from plangate.ci.cli._main import HANDLERS, build_parser, handler
+
+
+def commands(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every (sub)command's parser, with the words that reach it."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from commands(sub, (*path, name))
+
+
+PARSERS = dict(commands(build_parser()))
+
+
+def arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+    ]
+
+
+def test_every_command_is_reached() -> None:
+    top = {path[0] for path in PARSERS if path}
+    assert top == set(HANDLERS)
+    assert len(PARSERS) > 25
+
+
+@pytest.mark.parametrize("path", sorted(PARSERS), ids=lambda p: " ".join(p) or "plangate")
+def test_every_argument_has_help(path: tuple[str, ...]) -> None:
+    missing = [a.option_strings or [a.dest] for a in arguments(PARSERS[path]) if not a.help]
+    assert missing == []
+
+
+@pytest.mark.parametrize("path", sorted(p for p in PARSERS if p), ids=" ".join)
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    assert PARSERS[path].description or _help_of(path), f"plangate {' '.join(path)} has no help"
+
+
+def _help_of(path: tuple[str, ...]) -> str:
+    parent = PARSERS[path[:-1]]
+    for action in parent._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if choice.dest == path[-1]:
+                    return choice.help or ""
+    return ""
+
+
+def test_one_spelling_for_phoenix_and_outputs() -> None:
+    flags = {f for parser in PARSERS.values() for a in arguments(parser) for f in a.option_strings}
+    assert {"--phoenix-url", "--phoenix-project"} <= flags
+    assert not {"--phoenix", "--url", "--project"} & flags
+    outputs = [
+        (path, a.option_strings)
+        for path, parser in PARSERS.items()
+        for a in arguments(parser)
+        if a.dest == "output"
+    ]
+    assert outputs and all(flags == ["-o", "--output"] for _, flags in outputs)
+
+
+def test_every_handler_exists() -> None:
+    for command in HANDLERS:
+        assert callable(handler(command))
+
+
+@pytest.mark.parametrize("path", sorted(PARSERS), ids=lambda p: " ".join(p) or "plangate")
+def test_help_prints_for_every_command(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*path, "--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("usage: plangate")
+    for action in arguments(PARSERS[path]):
+        name = action.option_strings[-1] if action.option_strings else action.metavar
+        assert str(name or action.dest) in shown
+
+
+def test_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "plangate", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"plangate {metadata.version('plangate')}"
