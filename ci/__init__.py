@@ -4,8 +4,10 @@
 - `phoenix/`: the Phoenix server, exports, annotations, datasets, experiments, fetching;
 - `cli/`: every `plangate` command (argument parsing and printing only, calling the library);
 - `_pytest_plugin`: the gate's cases as pytest items (`pytest --plangate GATE.toml`);
-- `_telemetry`: where the reference agent's spans go (nowhere, OTLP, or Phoenix);
-- `_rubrics`: golden turns' rubrics, shared by the gate, Phoenix and the command line.
+- `_telemetry`: where the reference agent's spans go (in memory, over OTLP, or nowhere);
+- `_rubrics`, `_summary`, `_turns`: golden turns' rubrics and checks, a score table in brief,
+  the turns a command replays (shared by the gate, Phoenix and the command line);
+- `_demo`, `_build`: the demo's matrix and claims; the recipes of the shipped golden datasets.
 
 Library code here never imports `cli/`, and `gate/` never imports `phoenix/`. Everything loads on
 first use: the gate pulls in pandas and pyarrow, which `plangate run` should not pay for, and

@@ -1,4 +1,4 @@
-"""The rubrics of golden turns: from a dataset's turns, a dataset folder, or a rubric file.
+"""Golden turns' rubrics: from a dataset, a dataset folder or a rubric file; and their checks.
 
 Library code shared by the gate, the Phoenix experiments and `plangate eval`.
 """
@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plangate.evaluators import RubricSet, load_rubrics, rubric_from_dict
-from plangate.replay import GoldenDataset, TraceTableError, read_dataset
+import pyarrow.parquet as pq
+
+from plangate.evaluators import RubricError, RubricSet, load_rubrics, rubric_from_dict
+from plangate.replay import GoldenDataset, TraceTableError, read_dataset, validate_dataset
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 
@@ -45,3 +47,20 @@ def rubrics_at(path: str) -> RubricSet:
             "TOML) or a golden dataset folder"
         )
     return load_rubrics(path)
+
+
+def dataset_problems(path: str) -> list[str]:
+    """What `validate_dataset` finds, plus each turn's rubric parsed by the evaluators."""
+    problems = validate_dataset(path)
+    if problems:
+        return problems
+    turns = pq.read_table(Path(path) / "turns.parquet").to_pylist()
+    for row, turn in enumerate(turns):
+        if turn["rubric"] is None:
+            continue
+        where = f"{Path(path) / 'turns.parquet'}: column 'rubric', row {row}"
+        try:
+            rubric_from_dict(json.loads(turn["rubric"]), where)
+        except RubricError as exc:
+            problems.append(str(exc))
+    return problems

@@ -150,8 +150,8 @@ def _details(
         "harness_seconds": _number(record.get("harness")),
         "iterations": count("iterations") or 0,
         "tool_calls": count("tool_calls") or 0,
-        TOKENS_PROMPT: count(TOKENS_PROMPT),
-        TOKENS_COMPLETION: count(TOKENS_COMPLETION),
+        "tokens_prompt": count(TOKENS_PROMPT),
+        "tokens_completion": count(TOKENS_COMPLETION),
         "max_seconds": max_seconds,
         "max_iterations": max_iterations,
     }
@@ -176,7 +176,7 @@ def _timing(details: dict[str, Any]) -> str:
 def _counts(details: dict[str, Any]) -> str:
     iterations = _plural(details["iterations"], "iteration")
     text = f"{iterations}, {_plural(details['tool_calls'], 'tool call')}"
-    prompt, completion = details[TOKENS_PROMPT], details[TOKENS_COMPLETION]
+    prompt, completion = details["tokens_prompt"], details["tokens_completion"]
     if prompt is None and completion is None:
         return text + ", no token counts"
     return text + f", {prompt or 0:,} prompt + {completion or 0:,} completion tokens"
@@ -218,8 +218,8 @@ def latency_summary(scores: pa.Table | pd.DataFrame) -> dict[str, Any]:
     """
     table = latency_details(scores)
     wall = table["wall_seconds"].dropna().to_numpy("float64")
-    prompt = table[TOKENS_PROMPT].dropna()
-    completion = table[TOKENS_COMPLETION].dropna()
+    prompt = table["tokens_prompt"].dropna()
+    completion = table["tokens_completion"].dropna()
     has_tokens = len(prompt) + len(completion) > 0
     return {
         "turns": len(table),
@@ -228,8 +228,8 @@ def latency_summary(scores: pa.Table | pd.DataFrame) -> dict[str, Any]:
         "p95_seconds": _percentile(wall, 95),
         "p99_seconds": _percentile(wall, 99),
         "mean_iterations": float(table["iterations"].mean()) if len(table) else None,
-        TOKENS_PROMPT: int(prompt.sum()) if len(prompt) else None,
-        TOKENS_COMPLETION: int(completion.sum()) if len(completion) else None,
+        "tokens_prompt": int(prompt.sum()) if len(prompt) else None,
+        "tokens_completion": int(completion.sum()) if len(completion) else None,
         "tokens_total": int(prompt.sum() + completion.sum()) if has_tokens else None,
     }
 

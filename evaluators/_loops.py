@@ -31,6 +31,7 @@ from plangate.evaluators.scores import (
 from plangate.harness import call_runs
 from plangate.replay.schema import (
     END_TIME,
+    ITERATION,
     SESSION_ID,
     START_TIME,
     TOKENS_COMPLETION,
@@ -132,13 +133,13 @@ def _waste(
     )
     timed = tools[START_TIME].notna().groupby(groups).all()
     out = wasted.groupby("group")["seconds"].sum().where(timed).rename("seconds_wasted").to_frame()
-    llm = frame.llms[[*TURN_KEY, "iteration", TOKENS_PROMPT, TOKENS_COMPLETION]].copy()
+    llm = frame.llms[[*TURN_KEY, ITERATION, TOKENS_PROMPT, TOKENS_COMPLETION]].copy()
     llm["tokens"] = llm[TOKENS_PROMPT].astype("float64") + llm[TOKENS_COMPLETION].astype("float64")
     repeated = (
-        tools.loc[repeat, [*TURN_KEY, "iteration"]].assign(group=groups[repeat]).drop_duplicates()
+        tools.loc[repeat, [*TURN_KEY, ITERATION]].assign(group=groups[repeat]).drop_duplicates()
     )
     joined = repeated.merge(
-        llm[[*TURN_KEY, "iteration", "tokens"]], on=[*TURN_KEY, "iteration"], how="left"
+        llm[[*TURN_KEY, ITERATION, "tokens"]], on=[*TURN_KEY, ITERATION], how="left"
     )
     tokens = joined.groupby("group")["tokens"].sum(min_count=1)
     return out.join(tokens.rename("tokens_wasted"))

@@ -40,7 +40,16 @@ from plangate.evaluators._plan_components import Limits, verdict
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
-from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS, SESSION_ID, SPAN_KIND, TOOL_NAME
+from plangate.replay.schema import (
+    CONTROL_TOOLS,
+    NAME,
+    PLAN,
+    PLAN_TOOLS,
+    SESSION_ID,
+    SPAN_KIND,
+    TOOL_NAME,
+    TOOL_SPAN_PREFIX,
+)
 
 CLOSED = ("completed", "blocked", "failed")
 """Statuses that say what became of an item."""
@@ -98,7 +107,7 @@ def plan_adherence(
 def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """Tool calls in order: turn id, seq, call number, tool, kind, work calls so far."""
     tools = frame.tools
-    names = tools[TOOL_NAME].fillna(tools["name"].str.removeprefix("tool."))
+    names = tools[TOOL_NAME].fillna(tools[NAME].str.removeprefix(TOOL_SPAN_PREFIX))
     calls = pd.DataFrame(
         {
             "turn": _turn_ids(tools, turns),
@@ -116,12 +125,12 @@ def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
 def _snapshots(frame: TraceFrame, turns: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """Plan snapshots in order; a turn's initial plan (from earlier turns) has seq -1."""
     spans = frame.spans
-    rows = spans[spans["plan"].notna() & (spans[SPAN_KIND] != "AGENT")]
+    rows = spans[spans[PLAN].notna() & (spans[SPAN_KIND] != "AGENT")]
     own = pd.DataFrame(
         {
             "turn": _turn_ids(rows, turns),
             "seq": rows["seq"].to_numpy("int64"),
-            "plan": rows["plan"].astype(str).to_numpy(object),
+            "plan": rows[PLAN].astype(str).to_numpy(object),
             "inherited": False,
         }
     )

@@ -23,9 +23,10 @@ from plangate.evaluators.scores import (
     RESULT_COLUMNS,
     SCORE_SCHEMA,
     TURN_KEY,
+    VERSION,
 )
 from plangate.harness import PlangateError
-from plangate.replay.schema import TASK_ID, TURN_INDEX
+from plangate.replay.schema import TASK_ID, TRIAL, TURN_INDEX
 
 EvaluatorFunction = Callable[..., pd.DataFrame]
 """`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> DataFrame[RESULT_COLUMNS]`."""
@@ -105,8 +106,8 @@ def _run(
         for d in result[DETAILS]
     ]
     result[EVALUATOR] = spec.name
-    result["version"] = spec.version
-    ids = frame.turns[[*TURN_KEY, TASK_ID, "trial"]]
+    result[VERSION] = spec.version
+    ids = frame.turns[[*TURN_KEY, TASK_ID, TRIAL]]
     result = result.merge(ids, on=TURN_KEY, how="left")
     result = result.astype({TURN_INDEX: "int64", PASSED: "bool"})
     columns = {

@@ -19,8 +19,8 @@ below are what a user starts from; everything else stays importable from its mod
 from typing import TYPE_CHECKING, Any
 
 from plangate.harness._agent import Agent
-from plangate.harness._errors import ConfigError, PlangateError
-from plangate.harness._loops import call_runs
+from plangate.harness._call_runs import call_runs
+from plangate.harness._errors import ConfigError, PlangateError, SessionError
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -36,7 +36,7 @@ from plangate.harness._messages import (
     message_from_dict,
     message_to_dict,
 )
-from plangate.harness._session import Session, SessionError
+from plangate.harness._session import Session
 from plangate.harness._state import SessionState, session_state
 from plangate.harness._store import SessionStore
 from plangate.harness._tools import Tool, ToolRetry, render_result, tool

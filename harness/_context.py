@@ -1,15 +1,13 @@
-"""What the model is sent: the system prompt, and the order of the context.
+"""The system prompt: the base rules, the domain's instructions, the plan rules, the ending.
 
-The context of every model call is `[system] → [plan] → [session history] → [current turn]`;
-the plan message (`plans.plan_message`) is rebuilt from state on each call and is present only
-when the variant pins it. What the guards tell the model is in `_guards`.
+The loop (`TurnLoop._context`) puts the context of every model call together as
+`[system] → [plan] → [features' messages] → [session history] → [current turn]`; the plan
+message (`plans.plan_message`) is rebuilt from state on each call and is present only when the
+variant pins it. What the guards tell the model is in `_guards`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from plangate.harness._messages import Message, SystemMessage
 from plangate.harness._variant import Variant
 
 BASE_PROMPT = (
@@ -58,14 +56,3 @@ def system_prompt(variant: Variant, instructions: str, *, planning: bool) -> str
         )
     parts.append(_ENDINGS[variant.turn.ending])
     return "\n\n".join(parts)
-
-
-def build_context(
-    system: SystemMessage,
-    plan: SystemMessage | None,
-    history: Sequence[Message],
-    turn: Sequence[Message],
-) -> list[Message]:
-    """`[system] → [plan] → [history] → [current turn]`."""
-    head: list[Message] = [system, plan] if plan is not None else [system]
-    return [*head, *history, *turn]

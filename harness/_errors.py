@@ -9,3 +9,7 @@ class PlangateError(Exception):
 
 class ConfigError(PlangateError):
     """A configuration value (variant file, CLI option) is wrong; the message names it."""
+
+
+class SessionError(PlangateError):
+    """A session cannot do what was asked in its state (e.g. resume a session that is idle)."""

@@ -5,12 +5,13 @@ variant's settings, the turn's counts, a reply's text) and never changes the tur
 the guards tell the model is here too.
 
 - `iteration_guard`, before each model call: stop at the limit, force a finish on the last
-  call, warn a few calls before it;
-- `loop_guard`, before each tool call: stop a run of identical calls, or warn about it (the
-  warning is added to the call's result);
+  call (`ForceFinish`), warn a few calls before it (`Prompt`);
+- `loop_guard`, before each tool call: stop a run of identical calls, or warn about it (a
+  `Repetition`; the warning is added to the call's result);
 - `text_guard`, on a reply without tool calls: nudge a tool call written as text, prompt the
   model to go on when its reply does not end the turn, or end the turn;
-- `finish_gate`, on `finish`: refuse it while plan items are open, up to `max_bounces` times.
+- `finish_gate`, on `finish`: refuse it while plan items are open (`Bounce`), up to
+  `max_bounces` times, else `Accept`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from plangate.harness._loops import trailing_run
+from plangate.harness._call_runs import trailing_run
 from plangate.harness._turn import EventKind, Stop
 from plangate.harness._variant import GuardSettings, TurnSettings, Variant
 from plangate.harness.plans import PlanItem, render_item
@@ -62,7 +63,15 @@ class Prompt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Loop:
+class ForceFinish:
+    """Decision: the coming model call is the turn's last; offer only `finish`, and say so."""
+
+    text: str
+    """What the model is told (a user message, also a `forced_finish` event)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Repetition:
     """A run of identical calls that the loop guard acts on."""
 
     detail: str
@@ -94,23 +103,20 @@ class Accept:
 ACCEPT = Accept()
 
 
-def iteration_guard(iterations: int, settings: TurnSettings) -> Stop | Prompt | None:
-    """Before a model call, `iterations` made so far: stop, force a finish, warn, or nothing.
-
-    A `Prompt` of kind `forced_finish` means the coming call is the last and offers only `finish`.
-    """
+def iteration_guard(iterations: int, settings: TurnSettings) -> Stop | ForceFinish | Prompt | None:
+    """Before a model call, `iterations` made so far: stop, force a finish, warn, or nothing."""
     upcoming = iterations + 1
     if upcoming > settings.max_iterations:
         return Stop(reason="max_iterations", detail=f"{settings.max_iterations} model calls")
     left = settings.max_iterations - upcoming + 1
     if settings.forced_finish and left == 1 and settings.ending == "finish_tool":
-        return Prompt(kind="forced_finish", text=FORCED_FINISH)
+        return ForceFinish(text=FORCED_FINISH)
     if settings.iteration_warning and left == settings.iteration_warning:
         return Prompt(kind="iteration_warning", text=ITERATION_WARNING.format(left=left))
     return None
 
 
-def loop_guard(keys: Sequence[str], guards: GuardSettings) -> Loop | None:
+def loop_guard(keys: Sequence[str], guards: GuardSettings) -> Repetition | None:
     """Before the last call of `keys` (the turn's call keys) runs: stop it, warn, or nothing."""
     if not guards.loop_guard:
         return None
@@ -120,9 +126,9 @@ def loop_guard(keys: Sequence[str], guards: GuardSettings) -> Loop | None:
         return None
     detail = f"{repeats} identical calls in a row: {keys[-1]}"
     if stop:
-        return Loop(detail=detail, stop=True)
+        return Repetition(detail=detail, stop=True)
     warning = LOOP_WARNING.format(count=repeats, limit=guards.loop_stop_after)
-    return Loop(detail=detail, stop=False, warning=warning)
+    return Repetition(detail=detail, stop=False, warning=warning)
 
 
 def text_guard(

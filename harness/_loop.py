@@ -4,7 +4,8 @@ The loop only orders the steps (limit → context → model → record → tools
 pattern is a guard (`_guards`), a tool, a context section or a `Feature` switched by the
 `Variant`. A turn always ends with a `TurnResult` that keeps the partial trajectory and names
 its stop reason. The session's state that the loop reads and changes is declared here and set
-by `Session`.
+by `Session`; saving and loading it (`state`, `restore`, after every change with a store) is
+here too.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from plangate.harness._call_runs import call_key
 from plangate.harness._config import AgentConfig
 from plangate.harness._context import system_prompt
+from plangate.harness._errors import SessionError
 from plangate.harness._guards import (
     Bounce,
-    Loop,
+    ForceFinish,
     Prompt,
+    Repetition,
     finish_gate,
     iteration_guard,
     loop_guard,
     text_guard,
 )
-from plangate.harness._loops import call_key
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -37,11 +40,12 @@ from plangate.harness._messages import (
     UserMessage,
     canonical_arguments_text,
     canonical_json,
+    message_from_dict,
     message_to_dict,
     parse_object,
 )
 from plangate.harness._spans import SpanHandle
-from plangate.harness._state import SessionState, session_state
+from plangate.harness._state import STATE_VERSION, SessionState, session_state
 from plangate.harness._store import Status
 from plangate.harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
 from plangate.harness._tracing import SessionTracing
@@ -56,7 +60,8 @@ from plangate.harness._turn import (
     Turn,
     TurnResult,
 )
-from plangate.harness.features import Feature, alive
+from plangate.harness._weak import alive
+from plangate.harness.features import Feature
 from plangate.harness.models import ModelError
 from plangate.harness.plans import (
     HarnessPlan,
@@ -193,9 +198,11 @@ class TurnLoop:
         decision = iteration_guard(turn.iteration, self.agent.variant.turn)
         if isinstance(decision, Stop):
             return decision
-        if decision is not None:
-            turn.forcing = turn.forcing or decision.kind == "forced_finish"
-            self._tell(turn, decision)
+        if isinstance(decision, ForceFinish):
+            turn.forcing = True
+            self._prompt(turn, "forced_finish", decision.text)
+        elif decision is not None:
+            self._prompt(turn, decision.kind, decision.text)
         # Features may add tools as the turn goes; a forced finish offers only `finish`.
         turn.offer([self._finish] if turn.forcing else self._offered(turn))
         return turn.definitions
@@ -235,7 +242,7 @@ class TurnLoop:
             message.content, turn.offered, self.agent.variant, plan_open=plan_open
         )
         if isinstance(decision, Prompt):
-            self._tell(turn, decision)
+            self._prompt(turn, decision.kind, decision.text)
             return CONTINUE
         turn.answer = message.content
         return decision
@@ -248,31 +255,33 @@ class TurnLoop:
             else canonical_arguments_text(call.arguments)
         )
         turn.keys.append(call_key(call.name, arguments))
-        loop = loop_guard(turn.keys, self.agent.variant.guards)
-        if loop is not None and loop.stop:
-            self._emit(turn, "loop_stop", loop.detail)
-            message = f"Not run: the loop guard stopped the turn ({loop.detail})."
+        repeated = loop_guard(turn.keys, self.agent.variant.guards)
+        if repeated is not None and repeated.stop:
+            self._emit(turn, "loop_stop", repeated.detail)
+            message = f"Not run: the loop guard stopped the turn ({repeated.detail})."
             turn.record(call, "error", message, arguments)
-            return Stop(reason="loop_guard", detail=loop.detail)
+            return Stop(reason="loop_guard", detail=repeated.detail)
         found = turn.offered.get(call.name)
         schema = found.parameters if found is not None else None
         nests = found is not None and found.is_async  # delegate's subagent spans nest in it
         with self.tracing.tool(turn.iteration, call, schema, nests=nests) as span:
             result = await run_tool(call, turn.offered, parsed)
-            content = self._annotate(turn, result, loop, span)
+            content = self._annotate(turn, result, repeated, span)
         turn.record(call, result.status, content, arguments)
         self._save()
         return None
 
-    def _annotate(self, turn: Turn, result: ToolResult, loop: Loop | None, span: SpanHandle) -> str:
+    def _annotate(
+        self, turn: Turn, result: ToolResult, repeated: Repetition | None, span: SpanHandle
+    ) -> str:
         """The result text as the model sees it; plan change events; span attributes."""
         variant = self.agent.variant
         content = result.content
         for feature in self.features:
             content = feature.on_result(turn, result.call, content)
-        if loop is not None:
-            content += "\n" + loop.warning
-            self._emit(turn, "loop_warning", loop.detail)
+        if repeated is not None:
+            content += "\n" + repeated.warning
+            self._emit(turn, "loop_warning", repeated.detail)
         items = self.plan_items()
         if variant.plan.status_reminder and turn.planning and items:
             content += "\n" + status_line(items)
@@ -359,9 +368,6 @@ class TurnLoop:
         turn.messages.append(UserMessage(content=text))
         self._emit(turn, kind, text)
 
-    def _tell(self, turn: Turn, prompt: Prompt) -> None:
-        self._prompt(turn, prompt.kind, prompt.text)
-
     def _emit(self, turn: Turn, kind: EventKind, detail: str) -> None:
         turn.events.append(Event(kind=kind, iteration=turn.iteration, detail=detail))
         self.tracing.event(kind, {ITERATION: turn.iteration, DETAIL: detail})
@@ -379,6 +385,19 @@ class TurnLoop:
             proposal=self._proposal,
             features={f.name: f.state() for f in self.features},
         )
+
+    def restore(self, state: SessionState | dict[str, Any]) -> None:
+        """Load a state saved by `state()`."""
+        if state.get("version") != STATE_VERSION:
+            raise SessionError(f"saved session {self.session_id!r} has an unknown state version")
+        self.turns = state["turns"]
+        self.history = [message_from_dict(m) for m in state["history"]]
+        if self.plan is not None and state["plan"] is not None:
+            self.plan.restore(state["plan"])
+        self._turn = Turn.from_dict(state["turn"]) if state["turn"] is not None else None
+        self._proposal = state.get("proposal")
+        for feature in self.features:
+            feature.restore(state["features"].get(feature.name, {}))
 
     def _save(self) -> None:
         store = self.agent.store

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from plangate.harness._config import AgentConfig
-from plangate.harness._errors import PlangateError
+from plangate.harness._errors import SessionError
 from plangate.harness._loop import TurnLoop
-from plangate.harness._messages import Message, ModelResponse, message_from_dict
-from plangate.harness._state import STATE_VERSION, SessionState
+from plangate.harness._messages import Message, ModelResponse
 from plangate.harness._tools import Tool, ToolRetry
 from plangate.harness._tracing import SessionTracing
 from plangate.harness._turn import EventKind, Turn, TurnResult
@@ -27,10 +26,6 @@ from plangate.harness.models import ModelError
 from plangate.harness.plans import make_plan, render_plan
 
 REJECTED = "Plan was rejected during review."
-
-
-class SessionError(PlangateError):
-    """A session cannot do what was asked in its state (e.g. resume a session that is idle)."""
 
 
 class Session(TurnLoop):
@@ -175,16 +170,3 @@ class Session(TurnLoop):
         if self.status != "awaiting_approval" or self._turn is None:
             raise SessionError(f"session {self.session_id!r} has no plan awaiting approval")
         return self._turn
-
-    def restore(self, state: SessionState | dict[str, Any]) -> None:
-        """Load a state saved by `state()`."""
-        if state.get("version") != STATE_VERSION:
-            raise SessionError(f"saved session {self.session_id!r} has an unknown state version")
-        self.turns = state["turns"]
-        self.history = [message_from_dict(m) for m in state["history"]]
-        if self.plan is not None and state["plan"] is not None:
-            self.plan.restore(state["plan"])
-        self._turn = Turn.from_dict(state["turn"]) if state["turn"] is not None else None
-        self._proposal = state.get("proposal")
-        for feature in self.features:
-            feature.restore(state["features"].get(feature.name, {}))

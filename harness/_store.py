@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from plangate.harness._errors import PlangateError
 
@@ -53,6 +53,9 @@ class SavedSession:
 
 class SessionStore:
     """A SQLite file of saved sessions."""
+
+    STATUSES: tuple[Status, ...] = get_args(Status)
+    """Every status a saved session can have."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -61,6 +61,11 @@ from plangate.harness.semconv import (
     LLM_OUTPUT_MESSAGES,
     LLM_SPAN_NAME,
     LLM_TOOLS,
+    MESSAGE_CONTENT,
+    MESSAGE_NAME,
+    MESSAGE_ROLE,
+    MESSAGE_TOOL_CALL_ID,
+    MESSAGE_TOOL_CALLS,
     METADATA,
     MIME_JSON,
     MIME_TEXT,
@@ -73,7 +78,11 @@ from plangate.harness.semconv import (
     TOKENS_COMPLETION,
     TOKENS_PROMPT,
     TOKENS_TOTAL,
+    TOOL_CALL_FUNCTION_ARGUMENTS,
+    TOOL_CALL_FUNCTION_NAME,
+    TOOL_CALL_ID,
     TOOL_ID,
+    TOOL_JSON_SCHEMA,
     TOOL_NAME,
     TOOL_PARAMETERS,
     TOOL_SPAN_PREFIX,
@@ -85,8 +94,8 @@ logger = logging.getLogger("plangate.tracing")
 
 
 OUTPUT_MESSAGE = f"{LLM_OUTPUT_MESSAGES}.0"
-OUTPUT_ROLE = f"{OUTPUT_MESSAGE}.message.role"
-OUTPUT_CONTENT = f"{OUTPUT_MESSAGE}.message.content"
+OUTPUT_ROLE = f"{OUTPUT_MESSAGE}.{MESSAGE_ROLE}"
+OUTPUT_CONTENT = f"{OUTPUT_MESSAGE}.{MESSAGE_CONTENT}"
 
 
 Pairs = tuple[tuple[str, Any], ...]
@@ -312,7 +321,7 @@ class SessionTracing:
         cached = self._tools.get(names)
         if cached is None:
             cached = self._tools[names] = tuple(
-                (f"{LLM_TOOLS}.{i}.tool.json_schema", json.dumps(_tool_schema(t), sort_keys=True))
+                (f"{LLM_TOOLS}.{i}.{TOOL_JSON_SCHEMA}", json.dumps(_tool_schema(t), sort_keys=True))
                 for i, t in enumerate(tools)
             )
         return cached
@@ -352,12 +361,12 @@ def _tool_schema(definition: ToolDefinition) -> dict[str, Any]:
 
 
 def _flatten(prefix: str, message: Message) -> Pairs:
-    pairs: list[tuple[str, Any]] = [(f"{prefix}.message.role", message.role)]
+    pairs: list[tuple[str, Any]] = [(f"{prefix}.{MESSAGE_ROLE}", message.role)]
     if message.content:
-        pairs.append((f"{prefix}.message.content", bounded(message.content)))
+        pairs.append((f"{prefix}.{MESSAGE_CONTENT}", bounded(message.content)))
     if isinstance(message, ToolMessage):
-        pairs.append((f"{prefix}.message.tool_call_id", message.tool_call_id))
-        pairs.append((f"{prefix}.message.name", message.name))
+        pairs.append((f"{prefix}.{MESSAGE_TOOL_CALL_ID}", message.tool_call_id))
+        pairs.append((f"{prefix}.{MESSAGE_NAME}", message.name))
     elif isinstance(message, AssistantMessage):
         pairs.extend(_call_pairs(prefix, message.tool_calls))
     return tuple(pairs)
@@ -375,5 +384,9 @@ def _call_pairs(prefix: str, calls: Sequence[ToolCall]) -> list[tuple[str, Any]]
 
 @functools.lru_cache(maxsize=1024)
 def _call_keys(prefix: str, position: int) -> tuple[str, str, str]:
-    base = f"{prefix}.message.tool_calls.{position}.tool_call"
-    return f"{base}.id", f"{base}.function.name", f"{base}.function.arguments"
+    base = f"{prefix}.{MESSAGE_TOOL_CALLS}.{position}"
+    return (
+        f"{base}.{TOOL_CALL_ID}",
+        f"{base}.{TOOL_CALL_FUNCTION_NAME}",
+        f"{base}.{TOOL_CALL_FUNCTION_ARGUMENTS}",
+    )

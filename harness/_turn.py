@@ -23,7 +23,7 @@ from plangate.harness._messages import (
     message_to_dict,
 )
 from plangate.harness._tools import Tool
-from plangate.harness.plans._plan import PlanItem
+from plangate.harness.plans import PlanItem
 
 StopReason = Literal[
     "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"

@@ -35,6 +35,19 @@ TOOL_ID = "tool.id"
 TOOL_PARAMETERS = "tool.parameters"
 """The tool's JSON schema (a call's arguments go in `input.value`)."""
 
+# -- OpenInference: the parts of a flattened message (`llm.input_messages.N.<part>`) ----------
+MESSAGE_ROLE = "message.role"
+MESSAGE_CONTENT = "message.content"
+MESSAGE_NAME = "message.name"
+MESSAGE_TOOL_CALL_ID = "message.tool_call_id"
+MESSAGE_TOOL_CALLS = "message.tool_calls"
+"""Then `.N.` and a tool call's part."""
+TOOL_CALL_ID = "tool_call.id"
+TOOL_CALL_FUNCTION_NAME = "tool_call.function.name"
+TOOL_CALL_FUNCTION_ARGUMENTS = "tool_call.function.arguments"
+TOOL_JSON_SCHEMA = "tool.json_schema"
+"""Of `llm.tools.N`: a tool offered on an LLM call, as its JSON schema."""
+
 # -- OpenInference: resource attributes and values ----------------------------------------------
 PROJECT_NAME = "openinference.project.name"
 """Resource attribute: the Phoenix project spans go to."""

@@ -14,7 +14,6 @@ This root re-exports the names a user starts from; everything loads on first use
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from plangate._lazy import lazy_getattr
@@ -75,6 +74,8 @@ if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every m
 
     def __getattr__(name: str) -> Any:
         if name == "__version__":
+            from importlib import metadata  # here: it costs every import of plangate 30 ms
+
             return metadata.version("plangate")
         return _names(name)
 

@@ -27,6 +27,7 @@ from plangate.replay._dataset import (
     DatasetError,
     GoldenDataset,
     read_dataset,
+    redacted_count,
     validate_dataset,
     write_dataset,
 )
@@ -35,7 +36,15 @@ from plangate.replay._from_traces import dataset_from_traces
 from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
 from plangate.replay._record import SessionRequest, load_requests, record, steps
 from plangate.replay._redact import Redactor
-from plangate.replay._replay import Divergence, ReplayResult, first_divergence, replay_turn
+from plangate.replay._replay import (
+    CASSETTE_MODELS,
+    TOOL_SOURCES,
+    Divergence,
+    ReplayResult,
+    ToolSource,
+    first_divergence,
+    replay_turn,
+)
 from plangate.replay.importers import (
     from_phoenix_dataframe,
     import_formats,
@@ -61,9 +70,11 @@ from plangate.replay.schema import (
 )
 
 __all__ = [
+    "CASSETTE_MODELS",
     "COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "TOOL_SOURCES",
     "CassetteError",
     "CassetteModel",
     "DatasetError",
@@ -78,6 +89,7 @@ __all__ = [
     "SpanEvent",
     "SpanRecord",
     "ToolRecord",
+    "ToolSource",
     "TraceTableError",
     "TraceTableExporter",
     "build_table",
@@ -98,6 +110,7 @@ __all__ = [
     "read_table",
     "record",
     "recording_tools",
+    "redacted_count",
     "replay_turn",
     "rows_from_messages",
     "rows_from_spans",

@@ -12,6 +12,7 @@ the drift. A cassette tool answers an unrecorded call with a clear "not recorded
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import defaultdict, deque
@@ -31,6 +32,7 @@ from plangate.harness import (
     Usage,
     message_from_dict,
     message_to_dict,
+    render_result,
 )
 from plangate.replay.schema import MODEL_NAME, canonical_arguments
 
@@ -183,10 +185,6 @@ def recording_tools(tools: Sequence[Tool], recorder: Recorder) -> list[Tool]:
 
 
 def _recording(tool: Tool, recorder: Recorder) -> Tool:
-    import dataclasses
-
-    from plangate.harness import render_result
-
     async def run(**arguments: Any) -> Any:
         try:
             value = tool.function(**arguments)

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from plangate.harness import PlangateError
 from plangate.replay._cassette import Exchange, ToolRecord
+from plangate.replay._redact import REDACTED
 from plangate.replay.schema import (
     SCHEMA,
     SESSION_ID,
@@ -360,3 +361,17 @@ def _check_rubric(text: str | None, row: int) -> list[str]:
     if not isinstance(value, dict):
         return [f"turns.parquet: column 'rubric', row {row}: expected a JSON object"]
     return []
+
+
+def redacted_count(dataset: GoldenDataset) -> int:
+    """How many `[REDACTED]` markers the dataset's turns, sessions and cassettes hold."""
+    tables = (dataset.sessions, dataset.turns, dataset.model_cassette, dataset.tool_cassette)
+    return sum(_markers(table) for table in tables)
+
+
+def _markers(table: pa.Table) -> int:
+    total = 0
+    for column in table.columns:
+        if pa.types.is_string(column.type):
+            total += sum(v.count(REDACTED) for v in column.to_pylist() if v)
+    return total

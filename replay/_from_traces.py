@@ -54,11 +54,16 @@ from plangate.replay.schema import (
 )
 
 Row = dict[str, Any]
-_OUTPUT = "llm.output_messages.0.message."
-_CALL = re.compile(re.escape(_OUTPUT) + r"tool_calls\.(\d+)\.tool_call\.(.+)$")
+_OUTPUT = f"{semconv.LLM_OUTPUT_MESSAGES}.0"
+"""The LLM span's answer, flattened: `llm.output_messages.0.message.…`."""
+_CONTENT = f"{_OUTPUT}.{semconv.MESSAGE_CONTENT}"
+_CALL = re.compile(re.escape(f"{_OUTPUT}.{semconv.MESSAGE_TOOL_CALLS}.") + r"(\d+)\.(.+)$")
+"""A part of a tool call the answer asks for: `….message.tool_calls.N.tool_call.…`."""
 _PLAN_NOTE = re.compile(r"\n\[Plan: [^\n]*\]$")
 """The plan reminder our loop appends to a tool's output; the tool cassette keeps the raw result."""
-_TOOL_SCHEMA = re.compile(r"^llm\.tools\.(\d+)\.tool\.json_schema$")
+_TOOL_SCHEMA = re.compile(
+    rf"^{re.escape(semconv.LLM_TOOLS)}\.(\d+)\.{re.escape(semconv.TOOL_JSON_SCHEMA)}$"
+)
 
 
 def dataset_from_traces(
@@ -227,9 +232,9 @@ def _asked_calls(llm: Row) -> list[Row]:
             found[int(match.group(1))][match.group(2)] = value
     return [
         {
-            "id": str(c.get("id") or f"call-{i}"),
-            "name": str(c.get("function.name") or ""),
-            "arguments": str(c.get("function.arguments") or "{}"),
+            "id": str(c.get(semconv.TOOL_CALL_ID) or f"call-{i}"),
+            "name": str(c.get(semconv.TOOL_CALL_FUNCTION_NAME) or ""),
+            "arguments": str(c.get(semconv.TOOL_CALL_FUNCTION_ARGUMENTS) or "{}"),
         }
         for i, c in sorted(found.items())
     ]
@@ -274,7 +279,9 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
     names = _offered(attributes)
     message: Row = {
         "role": "assistant",
-        "content": str(attributes.get(_OUTPUT + "content") or llm[OUTPUT_VALUE] or ""),
+        "content": str(
+            attributes.get(f"{_OUTPUT}.{semconv.MESSAGE_CONTENT}") or llm[OUTPUT_VALUE] or ""
+        ),
     }
     if asked:
         message["tool_calls"] = asked

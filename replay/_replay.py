@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 from opentelemetry.sdk.trace import SpanProcessor
@@ -39,6 +39,10 @@ from plangate.replay._record import steps
 from plangate.replay.schema import SESSION_ID, STOP_REASON, TURN_INDEX
 
 ToolSource = Literal["cassette", "live"]
+"""Where a replayed turn's tool results come from."""
+TOOL_SOURCES: tuple[ToolSource, ...] = get_args(ToolSource)
+CASSETTE_MODELS = ("cassette", "cassette-lenient")
+"""The model specs that answer from the recording: strictly, or leniently (drift flagged)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,7 +185,7 @@ def _model(
     spec: str,
     seed: int | None = None,
 ) -> Model:
-    if spec in ("cassette", "cassette-lenient"):
+    if spec in CASSETTE_MODELS:
         exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
     domain = get_domain(session_row["domain"])

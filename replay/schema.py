@@ -79,12 +79,14 @@ SPAN_KINDS = frozenset(
 """OpenInference span kinds."""
 STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
-STOP_REASONS = frozenset(HARNESS_STOP_REASONS)
+STOP_REASONS = HARNESS_STOP_REASONS
 """The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
 PLAN_TOOLS = HARNESS_PLAN_TOOLS
 """The `tool_name`s of plan bookkeeping: the todo and the dependency dialects' tools."""
 CONTROL_TOOLS = frozenset({FINISH})
 """The `tool_name`s that steer the turn rather than do work."""
+TOOL_SPAN_PREFIX = semconv.TOOL_SPAN_PREFIX
+"""A TOOL row's `name` is this and the tool's name."""
 
 _TIME = pa.timestamp("us", tz="UTC")
 

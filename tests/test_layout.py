@@ -10,6 +10,8 @@ is an arrow, whether or not it runs at import time. The rules:
   pieces (the run detector and the base error);
 - library code in ci never imports the command line (`ci/cli/`), and the gate (`ci/gate/`) never
   imports Phoenix (`ci/phoenix/`);
+- a private module (`_name`) is imported only from inside the package that holds it: others go
+  through the package's root or a public module;
 - no two modules import each other, directly or around a circle;
 - no module (tests included) is over 500 lines.
 """
@@ -17,6 +19,7 @@ is an arrow, whether or not it runs at import time. The rules:
 from __future__ import annotations
 
 import ast
+import importlib
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -160,6 +163,24 @@ def test_evaluators_take_only_the_schema_the_run_detector_and_the_base_error() -
     )
 
 
+def owner(module: str) -> str | None:
+    """The package whose private module `module` is (None: `module` is public)."""
+    parts = module.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index])
+    return None
+
+
+def test_private_modules_are_imported_only_from_inside_their_package() -> None:
+    wrong = [
+        str(i)
+        for i in IMPORTS
+        if (home := owner(i.target)) is not None and not inside(i.source, home)
+    ]
+    assert wrong == [], "private modules imported from outside their package:\n" + "\n".join(wrong)
+
+
 def test_library_code_never_imports_the_command_line() -> None:
     wrong = [
         str(i)
@@ -255,3 +276,13 @@ def test_the_folders_import_only_as_plangate(folder: str) -> None:
     # import would load a second copy of the package beside `plangate.harness`.
     with pytest.raises(ImportError, match=f"import plangate.{folder}, not {folder}"):
         __import__(folder)
+
+
+@pytest.mark.parametrize("package", sorted(name for name in MODULES if is_package(name)))
+def test_every_public_name_resolves(package: str) -> None:
+    # The lazy roots name their modules in strings: a moved module must not leave one dangling.
+    module = importlib.import_module(package)
+    names = getattr(module, "__all__", [])
+    assert sorted(names) == sorted(set(names)), f"{package}.__all__ repeats a name"
+    missing = [name for name in names if getattr(module, name, None) is None]
+    assert missing == []

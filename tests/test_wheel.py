@@ -11,6 +11,7 @@ reads the variants from the wheel's package data).
 from __future__ import annotations
 
 import json
+import shutil
 import site
 import subprocess
 import sys
@@ -33,10 +34,19 @@ def run(*argv: str | Path, cwd: Path | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy of the sources: a `build/` folder left in the checkout could add stale
+    # modules to the wheel.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for folder in ("plangate", *PACKAGES):
+        shutil.copytree(
+            REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
     out = tmp_path_factory.mktemp("wheel")
     run(
         sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-        "-w", out, REPO,
+        "-w", out, source,
     )  # fmt: skip
     [built] = out.glob("plangate-*.whl")
     return built
@@ -58,10 +68,12 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_every_module_under_plangate(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {"plangate/__init__.py", "plangate/__main__.py", "plangate/py.typed"}
+    modules = {f"plangate/{p.name}" for p in (REPO / "plangate").glob("*.py")}
     for package in PACKAGES:
         for path in (REPO / package).rglob("*.py"):
-            expected.add(f"plangate/{path.relative_to(REPO).as_posix()}")
+            modules.add(f"plangate/{path.relative_to(REPO).as_posix()}")
+    assert {n for n in names if n.endswith(".py")} == modules
+    expected = {*modules, "plangate/py.typed"}
     expected |= {
         f"plangate/harness/variants/{p.name}"
         for p in (REPO / "harness" / "variants").glob("*.toml")

@@ -12,14 +12,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from plangate.ci.phoenix._names import (
+from plangate.ci.phoenix.names import (
+    DEFAULT_ENV,
+    DEFAULT_FOLDER,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_PORT,
     DEFAULT_PROJECT,
     DEFAULT_URL,
+    ENV_VARIABLE,
     GOLDEN_PROJECT,
     PROJECT_ENV,
     URL_ENV,
 )
-from plangate.ci.phoenix._server import DEFAULT_FOLDER
+from plangate.harness import SessionStore
 
 IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
 """What `plangate import` reads (tested to match the registered importers)."""
@@ -29,7 +34,9 @@ STORE_ENV = "PLANGATE_STORE"
 MODEL = "sim:NAME (a simulated model; `plangate models` lists them) or openai:MODEL"
 REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
 TOOLS = ("cassette", "live")
-SESSION_STATUSES = ("idle", "running", "awaiting_approval")
+"""Where replayed tool results come from (tested to match `plangate.replay.TOOL_SOURCES`: the
+parser does not import replay, which loads pyarrow)."""
+SESSION_STATUSES = SessionStore.STATUSES
 
 Commands = Any
 """What `add_subparsers()` returns."""
@@ -75,25 +82,33 @@ def export_to_phoenix(parser: argparse.ArgumentParser) -> None:
 
 
 def talk_to_phoenix(
-    parser: argparse.ArgumentParser, *, project: str | None, what: str, timeout: bool = True
+    parser: argparse.ArgumentParser,
+    *,
+    project: str | None,
+    what: str,
+    timeout: bool = True,
+    required: bool = False,
 ) -> None:
     """`--phoenix-url` and `--phoenix-project` (and `--timeout`) for a command that uses Phoenix.
 
     `project` is the default project (None: `$PLANGATE_PHOENIX_PROJECT` or `plangate`), `what`
-    says what the project holds.
+    says what the project holds; `required` makes both flags required (no defaults).
     """
     parser.add_argument(
         "--phoenix-url",
         metavar="URL",
         default=None,
-        help=f"the Phoenix server (default: ${URL_ENV} or {DEFAULT_URL})",
+        required=required,
+        help="the Phoenix server"
+        + ("" if required else f" (default: ${URL_ENV} or {DEFAULT_URL})"),
     )
     default = project if project is not None else f"${PROJECT_ENV} or {DEFAULT_PROJECT}"
     parser.add_argument(
         "--phoenix-project",
         metavar="NAME",
         default=project,
-        help=f"the Phoenix project {what} (default: {default})",
+        required=required,
+        help=f"the Phoenix project {what}" + ("" if required else f" (default: {default})"),
     )
     if timeout:
         parser.add_argument(
@@ -281,7 +296,7 @@ def _dataset(commands: Commands) -> None:
     traces.add_argument("--name", help="the dataset's name (default: the folder's name)")
 
     pulling = verbs.add_parser("from-phoenix", help="a golden dataset from sessions in Phoenix")
-    talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False)
+    talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False, required=True)
     _sessions(pulling, "only this session, by its Phoenix or its original id")
     pulling.add_argument(
         "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
@@ -305,7 +320,8 @@ def _dataset(commands: Commands) -> None:
         "--corpus",
         metavar="FOLDER",
         default=None,
-        help="the third-party trajectories (default: $PLANGATE_CORPUS or ../shared/corpus)",
+        help="the third-party trajectories (default: $PLANGATE_CORPUS, else shared/corpus beside "
+        "the repository: FOLDER/../../shared/corpus)",
     )
 
 
@@ -385,15 +401,22 @@ def _phoenix(commands: Commands) -> None:
             help=f"the server's data folder (default {DEFAULT_FOLDER})",
         )
     starting.add_argument(
-        "--port", type=int, default=6006, help="HTTP port: UI, REST, OTLP (default 6006)"
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"HTTP port: UI, REST, OTLP (default {DEFAULT_PORT})",
     )
     starting.add_argument(
-        "--grpc-port", type=int, default=4317, help="OTLP/gRPC port (default 4317)"
+        "--grpc-port",
+        type=int,
+        default=DEFAULT_GRPC_PORT,
+        help=f"OTLP/gRPC port (default {DEFAULT_GRPC_PORT})",
     )
     starting.add_argument(
         "--env",
         default=None,
-        help="the server's Python environment (default .venv-phoenix, made on first use)",
+        help=f"the server's Python environment (default: ${ENV_VARIABLE} or {DEFAULT_ENV}, "
+        "made on first use)",
     )
 
     annotating = verbs.add_parser("annotate", help="log a score table as Phoenix annotations")

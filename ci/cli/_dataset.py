@@ -9,18 +9,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.progress import Progress
 
-from plangate.ci.cli._build import build_datasets
+from plangate.ci._rubrics import dataset_problems
+from plangate.ci._turns import select_turns
 from plangate.ci.cli._exporting import exporting
-from plangate.ci.cli._phoenix import from_phoenix
 from plangate.ci.phoenix import PhoenixExport, replay_processor
-from plangate.evaluators import RubricError, rubric_from_dict
 from plangate.harness import PlangateError
 from plangate.replay import (
-    DatasetError,
+    CASSETTE_MODELS,
     GoldenDataset,
     ReplayResult,
     concat_tables,
@@ -28,17 +26,15 @@ from plangate.replay import (
     load_requests,
     read_dataset,
     read_table,
+    redacted_count,
     replay_turn,
-    validate_dataset,
     write_dataset,
     write_table,
 )
 from plangate.replay import record as record_sessions
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 CONTEXT = 2
 """Steps shown on each side of a divergence."""
-REDACTED = "[REDACTED]"
 
 
 def record(args: argparse.Namespace) -> int:
@@ -73,49 +69,9 @@ def record(args: argparse.Namespace) -> int:
     return 0
 
 
-def redacted_count(dataset: GoldenDataset) -> int:
-    """How many `[REDACTED]` markers the dataset's turns, sessions and cassettes hold."""
-    tables = (dataset.sessions, dataset.turns, dataset.model_cassette, dataset.tool_cassette)
-    return sum(_markers(table) for table in tables)
-
-
-def _markers(table: pa.Table) -> int:
-    total = 0
-    for column in table.columns:
-        if pa.types.is_string(column.type):
-            total += sum(v.count(REDACTED) for v in column.to_pylist() if v)
-    return total
-
-
-def dataset(args: argparse.Namespace) -> int:
-    """`plangate dataset validate | from-traces | from-phoenix | build`."""
-    if args.dataset_command == "validate":
-        return _validate(args.path)
-    if args.dataset_command == "from-phoenix":
-        return from_phoenix(args)
-    if args.dataset_command == "build":
-        return build_datasets(args)
-    return _from_traces(args)
-
-
-def dataset_problems(path: str) -> list[str]:
-    """What `validate_dataset` finds, plus each turn's rubric parsed by the evaluators."""
-    problems = validate_dataset(path)
-    if problems:
-        return problems
-    turns = pq.read_table(Path(path) / "turns.parquet").to_pylist()
-    for row, turn in enumerate(turns):
-        if turn["rubric"] is None:
-            continue
-        where = f"{Path(path) / 'turns.parquet'}: column 'rubric', row {row}"
-        try:
-            rubric_from_dict(json.loads(turn["rubric"]), where)
-        except RubricError as exc:
-            problems.append(str(exc))
-    return problems
-
-
-def _validate(path: str) -> int:
+def validate(args: argparse.Namespace) -> int:
+    """`plangate dataset validate PATH`: 0 when the dataset is sound, 1 with its problems."""
+    path = args.path
     problems = dataset_problems(path)
     if problems:
         print(f"{path}: {len(problems)} problems")
@@ -128,7 +84,8 @@ def _validate(path: str) -> int:
     return 0
 
 
-def _from_traces(args: argparse.Namespace) -> int:
+def from_traces(args: argparse.Namespace) -> int:
+    """`plangate dataset from-traces TABLE -o PATH`: a golden dataset from a trace table."""
     table = read_table(args.table)
     dataset = dataset_from_traces(
         table, name=args.name or Path(args.output).name, sessions=args.session
@@ -141,48 +98,11 @@ def _from_traces(args: argparse.Namespace) -> int:
     return 0
 
 
-def select_turns(
-    dataset: GoldenDataset,
-    sessions: Sequence[str] | None,
-    turns: Sequence[int] | None,
-    shard: str | None,
-) -> list[tuple[str, int]]:
-    """The (session, turn) pairs to replay, in a stable order, after filters and sharding."""
-    known = set(dataset.sessions[SESSION_ID].to_pylist())
-    for session in sessions or ():
-        if session not in known:
-            dataset.session(session)  # raises, naming some known sessions
-    pairs = sorted(
-        zip(
-            dataset.turns[SESSION_ID].to_pylist(),
-            dataset.turns[TURN_INDEX].to_pylist(),
-            strict=True,
-        )
-    )
-    chosen = [
-        (s, k) for s, k in pairs if (not sessions or s in sessions) and (not turns or k in turns)
-    ]
-    if not chosen:
-        raise DatasetError(f"{dataset.name}: no turn matches --session/--turn")
-    if shard is None:
-        return chosen
-    index, count = parse_shard(shard)
-    return chosen[index - 1 :: count]
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`i/n` as (i, n), 1 ≤ i ≤ n."""
-    first, sep, second = text.partition("/")
-    if sep and first.isdigit() and second.isdigit() and 1 <= int(first) <= int(second):
-        return int(first), int(second)
-    raise PlangateError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 1/4")
-
-
 def replay(args: argparse.Namespace) -> int:
     """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored."""
     if args.jobs < 1:
         raise PlangateError(f"--jobs {args.jobs}: expected at least 1")
-    if args.model not in ("cassette", "cassette-lenient") and ":" not in args.model:
+    if args.model not in CASSETTE_MODELS and ":" not in args.model:
         raise PlangateError(
             f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"
         )

@@ -6,19 +6,15 @@ import argparse
 import json
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
 from plangate.ci._rubrics import rubrics_at
-from plangate.evaluators import EvaluatorError, evaluate, evaluators, repeat_scores
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE
+from plangate.ci._summary import summarize
+from plangate.evaluators import EvaluatorError, evaluate, evaluators
 from plangate.replay import import_traces, read_table, write_parquet, write_table
-from plangate.replay.schema import SESSION_ID, SPAN_KIND, TURN_INDEX
-
-MAX_FAILURES = 20
-"""Failing turns listed in the summary (all are in the scores table)."""
+from plangate.replay.schema import SESSION_ID, SPAN_KIND
 
 
 def import_files(args: argparse.Namespace) -> int:
@@ -65,55 +61,16 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
     return params
 
 
-def summarize(scores: pa.Table) -> dict[str, Any]:
-    """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
-    frame = scores.to_pandas()
-    rows = []
-    for name, group in frame.groupby(EVALUATOR, sort=True):
-        mean = group[SCORE].mean()
-        rows.append(
-            {
-                EVALUATOR: name,
-                "version": int(group["version"].iloc[0]),
-                "turns": len(group),
-                PASSED: int(group[PASSED].sum()),
-                "pass_rate": float(group[PASSED].mean()),
-                "mean_score": None if mean != mean else float(mean),
-            }
-        )
-    failed = frame[~frame[PASSED]].sort_values([EVALUATOR, SESSION_ID, TURN_INDEX])
-    summary: dict[str, Any] = {
-        "evaluators": rows,
-        "failures": [
-            {
-                SESSION_ID: r.session_id,
-                TURN_INDEX: int(r.turn_index),
-                EVALUATOR: r.evaluator,
-                LABEL: r.label,
-                EXPLANATION: r.explanation,
-            }
-            for r in failed.head(MAX_FAILURES).itertuples(index=False)
-        ],
-        "failures_total": len(failed),
-    }
-    if "task_completion" in set(frame[EVALUATOR]):
-        summary["repeats"] = [
-            {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
-            for r in repeat_scores(scores)
-        ]
-    return summary
-
-
 def print_summary(summary: dict[str, Any], title: str) -> None:
     """The summary as rich tables."""
     console = Console()
     table = Table(title=f"scores of {title}", title_justify="left")
-    for column in (EVALUATOR, "version", "turns", PASSED, "pass rate", "mean score"):
-        table.add_column(column, justify="left" if column == EVALUATOR else "right")
+    for column in ("evaluator", "version", "turns", "passed", "pass rate", "mean score"):
+        table.add_column(column, justify="left" if column == "evaluator" else "right")
     for row in summary["evaluators"]:
         mean = "—" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
         table.add_row(
-            row[EVALUATOR], str(row["version"]), str(row["turns"]), str(row[PASSED]),
+            row["evaluator"], str(row["version"]), str(row["turns"]), str(row["passed"]),
             f"{row['pass_rate']:.1%}", mean,
         )  # fmt: skip
     console.print(table)
@@ -122,11 +79,11 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
             title=f"failing turns ({len(summary['failures'])} of {summary['failures_total']})",
             title_justify="left",
         )
-        for column in (EVALUATOR, "session", "turn", LABEL, EXPLANATION):
+        for column in ("evaluator", "session", "turn", "label", "explanation"):
             failures.add_column(column, overflow="fold")
         for f in summary["failures"]:
             failures.add_row(
-                f[EVALUATOR], f[SESSION_ID], str(f[TURN_INDEX]), f[LABEL], f[EXPLANATION]
+                f["evaluator"], f["session_id"], str(f["turn_index"]), f["label"], f["explanation"]
             )
         console.print(failures)
     repeats = summary.get("repeats", [])

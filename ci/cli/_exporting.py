@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from plangate.ci.phoenix import ExportReport, PhoenixError, PhoenixExport
-from plangate.ci.phoenix._names import DEFAULT_PROJECT, PROJECT_ENV, URL_ENV
+from plangate.ci.phoenix.names import DEFAULT_PROJECT, PROJECT_ENV, URL_ENV
 
 logger = logging.getLogger("plangate.phoenix")
 

@@ -17,7 +17,10 @@ from rich.table import Table
 
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.gate import (
+    DEFAULT_GATE,
     Comparison,
+    DatasetSelection,
+    EvaluatorRule,
     GateFileError,
     ReplayRun,
     SpanProcessors,
@@ -27,7 +30,6 @@ from plangate.ci.gate import (
     write_outputs,
 )
 from plangate.ci.gate import compare as compare_variants
-from plangate.ci.gate._gate_file import DEFAULT_GATE, DatasetSelection, EvaluatorRule
 from plangate.ci.phoenix import PhoenixExport, publish_verdict, replay_processor
 from plangate.evaluators import EvaluatorError, evaluators
 from plangate.harness import load_variant
@@ -41,9 +43,15 @@ def gate(args: argparse.Namespace) -> int:
         )
     if export is not None:
         # The scores as annotations, and each case's Phoenix link into the reports.
-        verdict, problems = publish_verdict(export, verdict)
-        for problem in problems:
+        published = publish_verdict(export, verdict)
+        verdict = published.verdict
+        for problem in published.problems:
             print(f"plangate: phoenix: annotations not logged: {problem}", file=sys.stderr)
+        if not published.problems:
+            print(
+                f"phoenix: {published.span_annotations} span annotations logged "
+                f"({published.runs} runs)"
+            )
         files = write_outputs(verdict, args.output)
     print_verdict(verdict, files)
     return verdict.exit_code

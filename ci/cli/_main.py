@@ -31,14 +31,22 @@ HANDLERS = {
     "plan": "plangate.ci.cli._runs:plan",
     "resume": "plangate.ci.cli._runs:resume",
     "record": "plangate.ci.cli._dataset:record",
-    "dataset": "plangate.ci.cli._dataset:dataset",
+    "dataset validate": "plangate.ci.cli._dataset:validate",
+    "dataset from-traces": "plangate.ci.cli._dataset:from_traces",
+    "dataset from-phoenix": "plangate.ci.cli._phoenix:from_phoenix",
+    "dataset build": "plangate.ci.cli._build:build",
     "replay": "plangate.ci.cli._dataset:replay",
     "gate": "plangate.ci.cli._gate:gate",
     "compare": "plangate.ci.cli._gate:compare",
-    "phoenix": "plangate.ci.cli._phoenix:phoenix",
+    "phoenix up": "plangate.ci.cli._phoenix:start",
+    "phoenix down": "plangate.ci.cli._phoenix:stop",
+    "phoenix status": "plangate.ci.cli._phoenix:show_status",
+    "phoenix annotate": "plangate.ci.cli._phoenix:annotate_scores",
+    "phoenix dataset": "plangate.ci.cli._phoenix:mirror",
+    "phoenix experiment": "plangate.ci.cli._phoenix:experiments",
 }
-"""Each command's handler, `module:function`: it takes the parsed arguments, returns the exit
-code."""
+"""Each command's handler (`COMMAND` or `COMMAND VERB`), as `module:function`: it takes the
+parsed arguments and returns the exit code."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -49,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="plangate", description="Evaluation and regression harness for LLM planning agents."
     )
     parser.add_argument(
-        "--version", action="version", version=f"plangate {metadata.version('plangate')}"
+        "--version", action=_Version, nargs=0, help="print plangate's version and exit"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_commands(commands)
@@ -59,14 +67,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `plangate` command line; returns the exit code."""
     args = build_parser().parse_args(argv)
+    verb = getattr(args, f"{args.command}_command", None)
     try:
-        return handler(args.command)(args)
+        return handler(f"{args.command} {verb}" if verb else args.command)(args)
     except PlangateError as exc:
         print(f"plangate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
 def handler(command: str) -> Handler:
-    """The function that runs `command`, its module imported now."""
+    """The function that runs `command` (`COMMAND` or `COMMAND VERB`), its module imported now."""
     module, _, function = HANDLERS[command].partition(":")
     return cast(Handler, getattr(importlib.import_module(module), function))
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed version, looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        try:
+            version = metadata.version("plangate")
+        except metadata.PackageNotFoundError:  # run from a checkout that is not installed
+            version = "(not installed)"
+        print(f"plangate {version}")
+        parser.exit()

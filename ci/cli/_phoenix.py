@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ from plangate.ci.phoenix import (
     AnnotationError,
     PhoenixServer,
     annotate,
+    client_url,
     compare_url,
     down,
     golden_from_phoenix,
@@ -34,8 +34,8 @@ from plangate.ci.phoenix import (
     status,
     up,
 )
-from plangate.ci.phoenix._client import client_url
-from plangate.ci.phoenix._names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
+from plangate.ci.phoenix.names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
+from plangate.evaluators.scores import EVALUATOR, PASSED
 from plangate.replay import read_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
@@ -48,21 +48,25 @@ SHOWN_FAILURES = 20
 """Failing turns listed with their Phoenix links."""
 
 
-def phoenix(args: argparse.Namespace) -> int:
-    """`plangate phoenix up | down | status | annotate | dataset | experiment`."""
-    if args.phoenix_command in HANDLERS:
-        return HANDLERS[args.phoenix_command](args)
-    if args.phoenix_command == "up":
-        running = status(args.dir)
-        server = running or up(args.dir, port=args.port, grpc_port=args.grpc_port, env=args.env)
-        _describe(server, "already running" if running else "up")
-        return EXIT_RUNNING
-    if args.phoenix_command == "down":
-        stopped = down(args.dir)
-        print(
-            f"Phoenix stopped ({args.dir})" if stopped else f"Phoenix was not running ({args.dir})"
-        )
-        return 0
+def start(args: argparse.Namespace) -> int:
+    """`plangate phoenix up`: start the local server if it is not running; wait until healthy."""
+    running = status(args.dir)
+    server = running or up(
+        args.dir, port=args.port, grpc_port=args.grpc_port, env=args.env, progress=print
+    )
+    _describe(server, "already running" if running else "up")
+    return EXIT_RUNNING
+
+
+def stop(args: argparse.Namespace) -> int:
+    """`plangate phoenix down`: stop the local server."""
+    stopped = down(args.dir)
+    print(f"Phoenix stopped ({args.dir})" if stopped else f"Phoenix was not running ({args.dir})")
+    return 0
+
+
+def show_status(args: argparse.Namespace) -> int:
+    """`plangate phoenix status`: exit 0 when the local server is running, 1 when not."""
     found = status(args.dir)
     if found is None:
         print(f"Phoenix: not running ({Path(args.dir).resolve()})")
@@ -151,14 +155,6 @@ def experiments(args: argparse.Namespace) -> int:
     return 0 if all(e.failed_runs == 0 for e in ran) else 1
 
 
-HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "annotate": annotate_scores,
-    "dataset": mirror,
-    "experiment": experiments,
-}
-"""The verb handlers, by verb."""
-
-
 def phoenix_url(args: argparse.Namespace) -> str:
     """The server a Phoenix command talks to: `--phoenix-url`, $PLANGATE_PHOENIX_URL, or local."""
     url: str = args.phoenix_url or os.environ.get(URL_ENV) or DEFAULT_URL
@@ -195,10 +191,10 @@ def _print_failures(scores: Any, urls: dict[tuple[str, int], str] | Any) -> None
     failing = [
         row
         for row in scores.to_pylist()
-        if not row["passed"] and (row[SESSION_ID], row[TURN_INDEX]) in urls
+        if not row[PASSED] and (row[SESSION_ID], row[TURN_INDEX]) in urls
     ]
     for row in failing[:SHOWN_FAILURES]:
         key = (row[SESSION_ID], row[TURN_INDEX])
-        print(f"  {row['evaluator']} failed {key[0]} turn {key[1]}: {urls[key]}")
+        print(f"  {row[EVALUATOR]} failed {key[0]} turn {key[1]}: {urls[key]}")
     if len(failing) > SHOWN_FAILURES:
         print(f"  … and {len(failing) - SHOWN_FAILURES} more")

@@ -21,13 +21,24 @@ from plangate._lazy import lazy_getattr
 if TYPE_CHECKING:
     from plangate.ci.gate._compare import Comparison, VariantScore, compare
     from plangate.ci.gate._gate import ReplayRun, SpanProcessors, gate_cases, run_gate
-    from plangate.ci.gate._gate_file import GateFile, GateFileError, Side, load_gate
+    from plangate.ci.gate._gate_file import (
+        DEFAULT_GATE,
+        DatasetSelection,
+        EvaluatorRule,
+        GateFile,
+        GateFileError,
+        Side,
+        load_gate,
+    )
     from plangate.ci.gate._html_report import html_report
     from plangate.ci.gate._outputs import gate_with_reports, write_outputs
     from plangate.ci.gate._reports import junit, markdown, verdict_json, write_reports
     from plangate.ci.gate._scores import Case
     from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict
 _HOME = {
+    "EvaluatorRule": "plangate.ci.gate._gate_file",
+    "DatasetSelection": "plangate.ci.gate._gate_file",
+    "DEFAULT_GATE": "plangate.ci.gate._gate_file",
     "Case": "plangate.ci.gate._scores",
     "CaseResult": "plangate.ci.gate._verdict",
     "Comparison": "plangate.ci.gate._compare",
@@ -58,9 +69,12 @@ if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every m
     __getattr__ = lazy_getattr(__name__, _HOME)
 
 __all__ = [
+    "DEFAULT_GATE",
     "Case",
     "CaseResult",
     "Comparison",
+    "DatasetSelection",
+    "EvaluatorRule",
     "EvaluatorVerdict",
     "GateFile",
     "GateFileError",

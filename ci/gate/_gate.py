@@ -50,7 +50,7 @@ from plangate.ci.gate._verdict import (
 )
 from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
 from plangate.replay import GoldenDataset, concat_tables, read_dataset, replay_turn
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,7 +218,7 @@ async def replay_scores(
         traces = concat_tables(tables)
         scores = evaluate(traces, rubrics, names=names, params=params)
         trial = pa.array([repeat] * scores.num_rows, pa.int32())
-        scores = scores.set_column(scores.schema.get_field_index("trial"), "trial", trial)
+        scores = scores.set_column(scores.schema.get_field_index(TRIAL), TRIAL, trial)
         parts.append(with_agent_spans(scores, traces))
     return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
 

@@ -43,12 +43,11 @@ from typing import Any
 
 from plangate.evaluators import evaluators as registered
 from plangate.harness import PlangateError, load_variant
+from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases"})
 SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
 GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor"})
-MODELS = ("cassette", "cassette-lenient")
-TOOLS = ("cassette", "live")
 
 DEFAULT_GATE = Path(__file__).resolve().parent.parent / "gate.toml"
 """The shipped gate file: the shipped golden datasets and the default evaluators."""
@@ -201,13 +200,13 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
             f"{name}.scores, a stored score table)"
         )
     model = side.get("model", "cassette")
-    if not (model in MODELS or model.startswith(("sim:", "openai:"))):
+    if not (model in CASSETTE_MODELS or model.startswith(("sim:", "openai:"))):
         raise GateFileError(
             f"{source}: {name}.model is {model!r}; allowed: cassette, cassette-lenient, "
             "sim:NAME, openai:MODEL"
         )
     tools = side.get("tools", "cassette")
-    if tools not in TOOLS:
+    if tools not in TOOL_SOURCES:
         raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
     try:
         load_variant(side["variant"])

@@ -14,7 +14,6 @@ from html import escape
 
 from plangate.ci.gate._stats import Interval
 from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, Verdict
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION
 
 WIDTH = 1160
 """Width of each plot in CSS pixels; the page is laid out for a 1280 px window."""
@@ -102,7 +101,7 @@ def _header(verdict: Verdict) -> str:
 def _evaluator_table(verdict: Verdict) -> str:
     timed = any(v.ratio is not None for v in verdict.evaluators)
     head = [
-        EVALUATOR, "verdict", "regressed", "improved", "flaky", "noise floor",
+        "evaluator", "verdict", "regressed", "improved", "flaky", "noise floor",
         "pass^k baseline → candidate", "p", "Δ score (95% CI)",
         *(["latency ratio (95% CI)"] if timed else []),
     ]  # fmt: skip
@@ -364,8 +363,8 @@ def _case_tables(verdict: Verdict) -> str:
 def _cases(cases: Sequence[CaseResult], empty: str) -> str:
     if not cases:
         return f"<p>{escape(empty)}</p>"
-    head = ("dataset", "session", "turn", EVALUATOR, "status", "baseline → candidate",
-            EXPLANATION)  # fmt: skip
+    head = ("dataset", "session", "turn", "evaluator", "status", "baseline → candidate",
+            "explanation")  # fmt: skip
     rows = [
         f'<tr><td class="nowrap">{escape(c.dataset)}</td><td class="nowrap">'
         f'{escape(c.session_id)}</td><td class="num">{c.turn_index}</td>'

@@ -1,6 +1,6 @@
 """Gate reports: JSON for machines, Markdown for the pull request, JUnit XML for CI systems.
 
-The HTML page for people, with plots, is built in ci/_html_report.py.
+The HTML page for people, with plots, is built in `_html_report`.
 
 Regressions come first, worst (most significant) evaluator first; each failing case carries its
 evaluator's explanation, so a reader sees the evidence without opening a trace.
@@ -17,8 +17,6 @@ from typing import Any
 
 from plangate.ci.gate._html_report import html_report
 from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION, PASSED
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 MAX_CASES_IN_SUMMARY = 20
 FAILING = ("regressed", "below_minimum")
@@ -28,7 +26,7 @@ FAILING = ("regressed", "below_minimum")
 def verdict_json(verdict: Verdict) -> dict[str, Any]:
     """The verdict as JSON-able data."""
     return {
-        PASSED: verdict.passed,
+        "passed": verdict.passed,
         "exit_code": verdict.exit_code,
         "repeats": verdict.repeats,
         "alpha": verdict.alpha,
@@ -37,7 +35,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
         "noise_floor": verdict.noise_floor,
         "evaluators": [
             {
-                EVALUATOR: v.evaluator,
+                "evaluator": v.evaluator,
                 "failed": v.failed,
                 "reason": v.reason,
                 "cases": v.cases,
@@ -64,9 +62,9 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
         "cases": [
             {
                 "dataset": c.dataset,
-                SESSION_ID: c.session_id,
-                TURN_INDEX: c.turn_index,
-                EVALUATOR: c.evaluator,
+                "session_id": c.session_id,
+                "turn_index": c.turn_index,
+                "evaluator": c.evaluator,
                 "status": c.status,
                 "baseline": list(c.baseline),
                 "candidate": list(c.candidate),
@@ -77,7 +75,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "candidate_score": c.candidate_score,
                 "min_pass_rate": c.min_pass_rate,
                 "trace_url": c.trace_url,
-                EXPLANATION: c.explanation,
+                "explanation": c.explanation,
             }
             for c in verdict.cases
         ],

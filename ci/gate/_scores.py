@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from plangate.ci.gate._gate_file import GateFileError
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, PASSED, SCORE
-from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TRIAL, TURN_INDEX
 
 
 def with_agent_spans(scores: pa.Table, traces: pa.Table) -> pa.Table:
@@ -56,18 +56,18 @@ def read_scores(path: Path, cases: Sequence[Case], names: list[str]) -> pa.Table
     for column, kind in (
         (SCORE, pa.float64()),
         (EXPLANATION, pa.string()),
-        ("trial", pa.int32()),
+        (TRIAL, pa.int32()),
     ):
         if column not in table.column_names:
             table = table.append_column(column, pa.nulls(table.num_rows, kind))
     table = table.set_column(
-        table.schema.get_field_index("trial"),
-        "trial",
-        pc.fill_null(table["trial"].cast(pa.int32()), 0),
+        table.schema.get_field_index(TRIAL),
+        TRIAL,
+        pc.fill_null(table[TRIAL].cast(pa.int32()), 0),
     )
     present = set(
         zip(
-            *(table[c].to_pylist() for c in (SESSION_ID, TURN_INDEX, EVALUATOR, "trial")),
+            *(table[c].to_pylist() for c in (SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL)),
             strict=True,
         )
     )
@@ -89,9 +89,9 @@ def runs_from_scores(scores: pa.Table, cases: Sequence[Case], names: list[str]) 
     wanted = {(c[1], c[2]): c for c in cases}
     rows = sorted(
         scores.select(
-            [SESSION_ID, TURN_INDEX, EVALUATOR, "trial", PASSED, EXPLANATION, SCORE]
+            [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, PASSED, EXPLANATION, SCORE]
         ).to_pylist(),
-        key=lambda r: r["trial"],
+        key=lambda r: r[TRIAL],
     )
     runs: Runs = {}
     for row in rows:

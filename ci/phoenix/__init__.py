@@ -3,7 +3,7 @@
 No argparse and no printing here: the command line is `plangate.ci.cli._phoenix`.
 
 - `_server`: a local Phoenix server from its own environment, bound to 127.0.0.1;
-- `_names`, `_client`: how plangate names things in Phoenix and links to them; talking to a
+- `names`, `_client`: how plangate names things in Phoenix and links to them; talking to a
   server (health, errors, projects, waiting for spans to be ingested);
 - `_transport`, `_export`: spans over OTLP/HTTP, retried through back-pressure and checked to
   arrive, their session ids namespaced;
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         PhoenixError,
         PhoenixRequestError,
         UnknownProjectError,
+        client_url,
         wait_for_spans,
     )
     from plangate.ci.phoenix._datasets import PhoenixDataset, PhoenixDatasetError, mirror_dataset
@@ -41,10 +42,11 @@ if TYPE_CHECKING:
         with_export,
     )
     from plangate.ci.phoenix._fetch import fetch_spans, golden_from_phoenix
-    from plangate.ci.phoenix._names import compare_url, session_url, trace_url
     from plangate.ci.phoenix._publish import publish_verdict
     from plangate.ci.phoenix._server import PhoenixServer, down, status, up
+    from plangate.ci.phoenix.names import compare_url, session_url, trace_url
 _HOME = {
+    "client_url": "plangate.ci.phoenix._client",
     "AnnotationError": "plangate.ci.phoenix._annotations",
     "AnnotationReport": "plangate.ci.phoenix._annotations",
     "ExportReport": "plangate.ci.phoenix._export",
@@ -58,7 +60,7 @@ _HOME = {
     "PhoenixServer": "plangate.ci.phoenix._server",
     "UnknownProjectError": "plangate.ci.phoenix._client",
     "annotate": "plangate.ci.phoenix._annotations",
-    "compare_url": "plangate.ci.phoenix._names",
+    "compare_url": "plangate.ci.phoenix.names",
     "down": "plangate.ci.phoenix._server",
     "fetch_spans": "plangate.ci.phoenix._fetch",
     "golden_from_phoenix": "plangate.ci.phoenix._fetch",
@@ -66,9 +68,9 @@ _HOME = {
     "publish_verdict": "plangate.ci.phoenix._publish",
     "replay_processor": "plangate.ci.phoenix._export",
     "run_experiment": "plangate.ci.phoenix._experiments",
-    "session_url": "plangate.ci.phoenix._names",
+    "session_url": "plangate.ci.phoenix.names",
     "status": "plangate.ci.phoenix._server",
-    "trace_url": "plangate.ci.phoenix._names",
+    "trace_url": "plangate.ci.phoenix.names",
     "up": "plangate.ci.phoenix._server",
     "wait_for_spans": "plangate.ci.phoenix._client",
     "with_export": "plangate.ci.phoenix._export",
@@ -92,6 +94,7 @@ __all__ = [
     "PhoenixServer",
     "UnknownProjectError",
     "annotate",
+    "client_url",
     "compare_url",
     "down",
     "fetch_spans",

@@ -32,7 +32,7 @@ from plangate.ci.phoenix._client import (
     project_id,
     wait_for_spans,
 )
-from plangate.ci.phoenix._names import trace_url
+from plangate.ci.phoenix.names import trace_url
 from plangate.evaluators.scores import (
     ANNOTATED_COLUMNS,
     EVALUATOR,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from plangate.ci.phoenix._names import URL_ENV, is_node_id
+from plangate.ci.phoenix.names import URL_ENV, is_node_id
 from plangate.harness import PlangateError
 
 if TYPE_CHECKING:

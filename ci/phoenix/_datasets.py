@@ -28,8 +28,9 @@ from plangate.ci.phoenix._client import (
     phoenix_errors,
     wait_for_spans,
 )
-from plangate.ci.phoenix._names import GOLDEN_PROJECT, joined, namespace
+from plangate.ci.phoenix.names import GOLDEN_PROJECT, joined, namespace
 from plangate.harness import PlangateError, semconv
+from plangate.replay import GoldenDataset, read_dataset
 from plangate.replay.schema import (
     ATTRIBUTE_OF_COLUMN,
     END_TIME,
@@ -113,8 +114,6 @@ def mirror_dataset(
         sessions: Only these sessions (default: all).
         timeout: Seconds to wait for the uploaded spans to be ingested.
     """
-    from plangate.replay import read_dataset
-
     golden = read_dataset(dataset_path)
     title = name or golden.name
     examples = golden_examples(golden, sessions)
@@ -256,7 +255,7 @@ def phoenix_spans(rows: Sequence[Mapping[str, Any]], *, namespace: str) -> list[
     """Trace-table rows as spans for Phoenix's REST API, with fresh trace and span ids.
 
     Parent links are kept (through the new ids); `session.id` is the row's session id under
-    `namespace` (see `_names.namespace`), and the row's own goes to `plangate.session_id`.
+    `namespace` (see `names.namespace`), and the row's own goes to `plangate.session_id`.
     """
     traces = {row[TRACE_ID]: secrets.token_hex(16) for row in rows}
     ids = {(row[TRACE_ID], row[SPAN_ID]): secrets.token_hex(8) for row in rows}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
@@ -31,23 +31,31 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
+from plangate.ci._rubrics import turn_rubrics
 from plangate.ci.phoenix._annotations import shorten
 from plangate.ci.phoenix._client import client_url, phoenix_errors
 from plangate.ci.phoenix._datasets import PhoenixDataset, PhoenixDatasetError
 from plangate.ci.phoenix._export import namespaced_span
-from plangate.ci.phoenix._names import compare_url, namespace
+from plangate.ci.phoenix.names import compare_url, namespace
+from plangate.evaluators import EvaluatorError, RubricSet, evaluate
+from plangate.evaluators import evaluators as registered
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE
-from plangate.harness import PlangateError
+from plangate.harness import PlangateError, get_domain, load_variant, model_from_spec
+from plangate.replay import (
+    CASSETTE_MODELS,
+    GoldenDataset,
+    ReplayResult,
+    ToolSource,
+    TraceTableExporter,
+    read_dataset,
+    replay_turn,
+)
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 if TYPE_CHECKING:
     from phoenix.client import Client
     from phoenix.client.resources.datasets import Dataset
 
-    from plangate.evaluators import RubricSet
-    from plangate.replay import GoldenDataset, ReplayResult
-
-ToolSource = Literal["cassette", "live"]
 T = TypeVar("T")
 
 
@@ -113,10 +121,6 @@ def run_experiment(
         name: The experiment's name (default: `variant · model`).
         timeout: Seconds one task may take.
     """
-    from plangate.ci._rubrics import turn_rubrics
-    from plangate.evaluators import evaluators as registered
-    from plangate.replay import read_dataset
-
     golden = read_dataset(dataset_path)
     names = _evaluator_names(evaluators, sorted(registered()))
     _check_options(golden, variant, model)
@@ -154,7 +158,6 @@ def run_experiment(
 
 
 def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str]:
-    from plangate.evaluators import EvaluatorError
 
     names = list(chosen or known)
     unknown = [n for n in names if n not in known]
@@ -165,10 +168,8 @@ def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str
 
 def _check_options(golden: GoldenDataset, variant: str, model: str) -> None:
     """Fail before the experiment on an unknown variant or model (the error names the choices)."""
-    from plangate.harness import get_domain, load_variant, model_from_spec
-
     load_variant(variant)
-    if model not in ("cassette", "cassette-lenient"):
+    if model not in CASSETTE_MODELS:
         for domain in sorted({str(d) for d in golden.sessions["domain"].to_pylist() if d}):
             model_from_spec(model, domain=get_domain(domain))
 
@@ -230,8 +231,6 @@ class _Replays:
         def task(metadata: Mapping[str, Any]) -> dict[str, Any]:
             from opentelemetry import trace
 
-            from plangate.evaluators import evaluate
-
             trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
             replay = self._replay(str(metadata[SESSION_ID]), int(metadata[TURN_INDEX]))
             result, table = run_coroutine(replay)
@@ -264,7 +263,6 @@ class _Replays:
         return evaluate_run
 
     async def _replay(self, session_id: str, turn_index: int) -> tuple[ReplayResult, pa.Table]:
-        from plangate.replay import replay_turn
 
         provider, memory = _replay_provider(self.endpoint, self.namespace)
         try:
@@ -286,8 +284,6 @@ def _replay_provider(endpoint: str, prefix: str) -> tuple[TracerProvider, Any]:
     """A tracer provider keeping spans as a trace table and exporting them to Phoenix."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    from plangate.replay import TraceTableExporter
-
     memory = TraceTableExporter()
     provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -301,7 +297,7 @@ class NamespacedSessions(SpanExporter):
 
     Args:
         exporter: Where the copies go.
-        prefix: The namespace (`_names.namespace`); the span's own session id is kept in
+        prefix: The namespace (`names.namespace`); the span's own session id is kept in
             `plangate.session_id`.
     """
 

@@ -33,7 +33,15 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from plangate.ci.phoenix._client import check_phoenix, missing_spans
-from plangate.ci.phoenix._names import (
+from plangate.ci.phoenix._transport import (
+    OTLP_LOGGER,
+    RETRY_DEADLINE,
+    HttpOutcomes,
+    QuietStockRetries,
+    RetryingExporter,
+    otlp_exporter,
+)
+from plangate.ci.phoenix.names import (
     DEFAULT_PROJECT,
     SEPARATOR,
     TRACES_PATH,
@@ -42,14 +50,6 @@ from plangate.ci.phoenix._names import (
     new_run_id,
     segment,
     server_url,
-)
-from plangate.ci.phoenix._transport import (
-    OTLP_LOGGER,
-    RETRY_DEADLINE,
-    HttpOutcomes,
-    QuietStockRetries,
-    RetryingExporter,
-    otlp_exporter,
 )
 from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangate.ci.phoenix._client import PhoenixError
 from plangate.harness.semconv import ORIGINAL_SESSION_ID
+from plangate.replay import dataset_from_traces, from_phoenix_dataframe, write_dataset
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -125,8 +126,6 @@ def golden_from_phoenix(
     """
     import httpx
     from phoenix.client import Client
-
-    from plangate.replay import dataset_from_traces, from_phoenix_dataframe, write_dataset
 
     client = Client(base_url=url)
     try:

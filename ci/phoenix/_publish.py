@@ -1,7 +1,7 @@
 """The gate's scores back into Phoenix, and a Phoenix link for every case of the verdict.
 
 After `plangate gate --phoenix-url URL`, every replayed repeat of every side is a run of its own in
-Phoenix (namespaced session ids, see `_export`). Each repeat's scores are logged as
+Phoenix (namespaced session ids, see `names`). Each repeat's scores are logged as
 annotations on its turns' AGENT spans, traces and sessions (`_annotations.annotate`), so that
 Phoenix's filters such as `annotations['task_completion'].score < 1` find the failing turns; and
 each case of the verdict links to the candidate's trace of that case (its first failing repeat),
@@ -11,27 +11,37 @@ so a reader of the reports goes from a regression straight to its trace.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plangate.ci.gate import Verdict
+from plangate.ci.phoenix._annotations import AnnotationReport, annotate
+from plangate.ci.phoenix._client import project_id
+from plangate.ci.phoenix._export import PhoenixExport
+from plangate.ci.phoenix.names import trace_url
 from plangate.evaluators.scores import ANNOTATED_COLUMNS, EVALUATOR, PASSED
-from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TURN_INDEX
-
-if TYPE_CHECKING:
-    from plangate.ci.gate import Verdict
-    from plangate.ci.phoenix._annotations import AnnotationReport
-    from plangate.ci.phoenix._export import PhoenixExport
+from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TRIAL, TURN_INDEX
 
 
-def publish_verdict(export: PhoenixExport, verdict: Verdict) -> tuple[Verdict, list[str]]:
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Publication:
+    """What `publish_verdict` did."""
+
+    verdict: Verdict
+    """The verdict, each case with its candidate's trace in Phoenix."""
+    problems: list[str]
+    """Why some repeats' scores were not logged (empty: all were)."""
+    span_annotations: int
+    """Span annotations logged, over every repeat."""
+    runs: int
+    """Repeats annotated."""
+
+
+def publish_verdict(export: PhoenixExport, verdict: Verdict) -> Publication:
     """Annotate every replayed repeat in Phoenix; the verdict with trace links, and problems."""
-    from phoenix.client import Client
-
-    from plangate.ci.phoenix._annotations import annotate
-    from plangate.ci.phoenix._client import project_id
-    from plangate.ci.phoenix._names import trace_url
+    from phoenix.client import Client  # here: `import plangate.ci` never loads the client
 
     client = Client(base_url=export.url)
     problems: list[str] = []
@@ -39,8 +49,8 @@ def publish_verdict(export: PhoenixExport, verdict: Verdict) -> tuple[Verdict, l
     for side, scores in verdict.scores.items():
         if TRACE_ID not in scores.column_names:
             continue  # a stored side: its traces are not this run's
-        for trial in sorted(set(scores["trial"].to_pylist())):
-            rows = scores.filter(pc.equal(scores["trial"], trial))
+        for trial in sorted(set(scores[TRIAL].to_pylist())):
+            rows = scores.filter(pc.equal(scores[TRIAL], trial))
             try:
                 reports.append(
                     annotate(
@@ -53,8 +63,11 @@ def publish_verdict(export: PhoenixExport, verdict: Verdict) -> tuple[Verdict, l
                 )
             except Exception as exc:  # the verdict stands whatever Phoenix does
                 problems.append(f"{side} repeat {trial}: {exc}")
+    annotated = sum(r.span_annotations for r in reports)
     if TRACE_ID not in verdict.scores.get("candidate", pa.table({})).column_names:
-        return verdict, problems
+        return Publication(
+            verdict=verdict, problems=problems, span_annotations=annotated, runs=len(reports)
+        )
     base = export.url
     project = project_id(client, export.project)
     first = _first_failing_traces(verdict.scores["candidate"])
@@ -67,10 +80,12 @@ def publish_verdict(export: PhoenixExport, verdict: Verdict) -> tuple[Verdict, l
         )
         for case in verdict.cases
     ]
-    annotated = sum(r.span_annotations for r in reports)
-    if not problems:
-        print(f"phoenix: {annotated} span annotations logged ({len(reports)} runs)")
-    return dataclasses.replace(verdict, cases=cases), problems
+    return Publication(
+        verdict=dataclasses.replace(verdict, cases=cases),
+        problems=problems,
+        span_annotations=annotated,
+        runs=len(reports),
+    )
 
 
 def _agent_rows(scores: pa.Table) -> pa.Table:
@@ -94,10 +109,10 @@ def _agent_rows(scores: pa.Table) -> pa.Table:
 def _first_failing_traces(scores: pa.Table) -> dict[tuple[str, int, str], Any]:
     """Per (session, turn, evaluator): the trace of the first failing repeat, else the first."""
     chosen: dict[tuple[str, int, str], tuple[bool, int, Any]] = {}
-    columns = [SESSION_ID, TURN_INDEX, EVALUATOR, "trial", PASSED, TRACE_ID]
+    columns = [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, PASSED, TRACE_ID]
     for row in scores.select(columns).to_pylist():
         key = (row[SESSION_ID], row[TURN_INDEX], row[EVALUATOR])
-        rank = (bool(row[PASSED]), row["trial"], row[TRACE_ID])
+        rank = (bool(row[PASSED]), row[TRIAL], row[TRACE_ID])
         if key not in chosen or rank[:2] < chosen[key][:2]:
             chosen[key] = rank
     return {key: rank[2] for key, rank in chosen.items()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -22,16 +23,24 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from plangate.ci.phoenix._client import PhoenixError
+from plangate.ci.phoenix.names import (
+    DEFAULT_ENV,
+    DEFAULT_FOLDER,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_PORT,
+    ENV_VARIABLE,
+    HOST,
+)
+
+logger = logging.getLogger("plangate.phoenix")
 
 SERVER_REQUIREMENT = "arize-phoenix>=20.8,<21"
 """The server versions plangate is tested with (20.26.1); the client needs at least 20.8."""
-DEFAULT_FOLDER = Path(".plangate") / "phoenix"
-DEFAULT_ENV = Path(".venv-phoenix")
-HOST = "127.0.0.1"
 STATE = "server.json"
 LOG = "server.log"
 
@@ -78,18 +87,26 @@ class PhoenixServer:
         return f"{self.url}/v1/traces"
 
 
-def server_python(env: str | Path | None = None, *, create: bool = True) -> Path:
-    """The server environment's Python; the environment is created on first use."""
-    folder = Path(env or os.environ.get("PLANGATE_PHOENIX_ENV") or DEFAULT_ENV)
+def server_python(
+    env: str | Path | None = None,
+    *,
+    create: bool = True,
+    progress: Callable[[str], None] = logger.info,
+) -> Path:
+    """The server environment's Python; the environment is created on first use.
+
+    `progress` hears what takes long (creating the environment: about two minutes).
+    """
+    folder = Path(env or os.environ.get(ENV_VARIABLE) or DEFAULT_ENV)
     python = folder / "bin" / "python"
     if _has_server(python):
         return python
     if not create:
         raise PhoenixError(
             f"no Phoenix server environment at {folder}: run `plangate phoenix up` (it creates "
-            "one) or set PLANGATE_PHOENIX_ENV to an environment with arize-phoenix installed"
+            f"one) or set {ENV_VARIABLE} to an environment with arize-phoenix installed"
         )
-    print(f"creating the Phoenix server environment in {folder} (once; about 2 minutes)…")
+    progress(f"creating the Phoenix server environment in {folder} (once; about 2 minutes)…")
     for command in (
         [sys.executable, "-m", "venv", str(folder)],
         [str(python), "-m", "pip", "install", "-q", SERVER_REQUIREMENT],
@@ -117,13 +134,17 @@ def _has_server(python: Path) -> bool:
 def up(
     folder: str | Path = DEFAULT_FOLDER,
     *,
-    port: int = 6006,
-    grpc_port: int = 4317,
+    port: int = DEFAULT_PORT,
+    grpc_port: int = DEFAULT_GRPC_PORT,
     env: str | Path | None = None,
     max_spans_queue: int | None = None,
     timeout: float = 180.0,
+    progress: Callable[[str], None] = logger.info,
 ) -> PhoenixServer:
-    """Start a server with its data in `folder` (or return the one already running there)."""
+    """Start a server with its data in `folder` (or return the one already running there).
+
+    `progress` hears what takes long (the first start creates the server's environment).
+    """
     data = Path(folder).resolve()
     running = status(data)
     if running is not None:
@@ -136,7 +157,7 @@ def up(
     for number, name in ((port, "--port"), (grpc_port, "--grpc-port")):
         if _in_use(number):
             raise PhoenixError(f"port {number} on {HOST} is in use: choose another with {name}")
-    python = server_python(env)
+    python = server_python(env, progress=progress)
     data.mkdir(parents=True, exist_ok=True)
     environment = {
         **os.environ,

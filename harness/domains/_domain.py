@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from plangate.harness._call_runs import call_key
 from plangate.harness._errors import ConfigError
-from plangate.harness._loops import call_key
 from plangate.harness._messages import canonical_json
 from plangate.harness._tools import Tool
 

@@ -14,7 +14,7 @@ the session itself, which it sees only through `SessionView`.
 """
 
 from plangate.harness.features._checkpoints import Checkpoints
-from plangate.harness.features._feature import Feature, SessionView, alive
+from plangate.harness.features._feature import Feature, SessionView
 from plangate.harness.features._feature_set import build_features
 from plangate.harness.features._memory import Memory, MemoryPathError, MemoryUpdate
 from plangate.harness.features._references import ResultReferences
@@ -32,6 +32,5 @@ __all__ = [
     "Skill",
     "Skills",
     "Subagents",
-    "alive",
     "build_features",
 ]

@@ -31,8 +31,7 @@ from plangate.harness._messages import (
 )
 from plangate.harness._turn import Turn
 from plangate.harness.features._feature import Feature, SessionView
-from plangate.harness.models._model import ModelError
-from plangate.harness.models._tokens import count_message_tokens, count_tokens
+from plangate.harness.models import ModelError, count_message_tokens, count_tokens
 
 logger = logging.getLogger("plangate.checkpoints")
 

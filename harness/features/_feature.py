@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from plangate.harness._messages import Message, ModelResponse, SystemMessage, ToolCall
 from plangate.harness._tools import Tool
 from plangate.harness._tracing import SessionTracing
 from plangate.harness._turn import EventKind, Turn, TurnResult
 from plangate.harness._variant import Variant
-
-T = TypeVar("T")
+from plangate.harness._weak import alive
 
 
 class SessionView(Protocol):
@@ -143,11 +142,3 @@ class Feature:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Load what `state()` saved."""
-
-
-def alive(reference: weakref.ref[T]) -> T:
-    """The session behind a weak reference that its own features and tools hold."""
-    found = reference()
-    if found is None:
-        raise RuntimeError("the session is gone")
-    return found

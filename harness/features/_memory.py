@@ -29,7 +29,7 @@ from plangate.harness._errors import ConfigError, PlangateError
 from plangate.harness._messages import Message, SystemMessage, UserMessage
 from plangate.harness._turn import Turn, TurnResult
 from plangate.harness.features._feature import Feature, SessionView
-from plangate.harness.models._model import ModelError
+from plangate.harness.models import ModelError
 from plangate.harness.semconv import (
     INPUT_MIME_TYPE,
     INPUT_VALUE,

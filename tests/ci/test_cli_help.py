@@ -35,10 +35,14 @@ def arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     ]
 
 
-def test_every_command_is_reached() -> None:
-    top = {path[0] for path in PARSERS if path}
-    assert top == set(HANDLERS)
-    assert len(PARSERS) > 25
+def test_every_command_has_a_handler_and_every_handler_a_command() -> None:
+    leaves = {
+        " ".join(path)
+        for path, parser in PARSERS.items()
+        if path and not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+    }
+    assert leaves == set(HANDLERS)
+    assert len(leaves) > 20
 
 
 @pytest.mark.parametrize("path", sorted(PARSERS), ids=lambda p: " ".join(p) or "plangate")
@@ -100,3 +104,14 @@ def test_version() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"plangate {metadata.version('plangate')}"
+
+
+def test_the_parsers_own_lists_match_the_library() -> None:
+    # The parser keeps its own copies: importing replay would load pyarrow for every command.
+    from plangate.ci.cli._arguments import REPLAY_MODEL, SESSION_STATUSES, TOOLS
+    from plangate.harness import SessionStore
+    from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
+
+    assert TOOLS == TOOL_SOURCES
+    assert all(model in REPLAY_MODEL for model in CASSETTE_MODELS)
+    assert SESSION_STATUSES == SessionStore.STATUSES

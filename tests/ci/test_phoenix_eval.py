@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from plangate.ci.phoenix._annotations import AnnotationError, joined_scores
 from plangate.ci.phoenix._datasets import golden_examples, phoenix_spans
 from plangate.ci.phoenix._experiments import NamespacedSessions, run_coroutine
-from plangate.ci.phoenix._names import compare_url, joined, namespace, session_url, trace_url
+from plangate.ci.phoenix.names import compare_url, joined, namespace, session_url, trace_url
 from plangate.evaluators import evaluate
 from plangate.replay import build_table, read_dataset
 from plangate.replay.schema import ATTRIBUTE_OF_COLUMN

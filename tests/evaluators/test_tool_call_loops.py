@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from plangate.evaluators import evaluate
 from plangate.harness import call_runs
-from plangate.harness._loops import identical_runs
+from plangate.harness._call_runs import identical_runs
 from plangate.replay import build_table
 from tests.helpers import turn_rows
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.harness import canonical_json
-from plangate.harness._loops import CallRun, call_key, identical_runs, trailing_run
+from plangate.harness._call_runs import CallRun, call_key, identical_runs, trailing_run
 from plangate.harness._trigger import needs_plan, split_tasks
 
 # --- split_tasks / needs_plan --------------------------------------------------------------

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 from openinference.semconv.resource import ResourceAttributes
-from openinference.semconv.trace import OpenInferenceMimeTypeValues, SpanAttributes
+from openinference.semconv.trace import (
+    MessageAttributes,
+    OpenInferenceMimeTypeValues,
+    SpanAttributes,
+    ToolAttributes,
+    ToolCallAttributes,
+)
 
 from plangate.harness import FINISH, Agent, ScriptedModel, load_variant, semconv
 from plangate.harness.plans import (
@@ -41,6 +47,15 @@ OPENINFERENCE = {
     "TOOL_NAME": SpanAttributes.TOOL_NAME,
     "TOOL_ID": SpanAttributes.TOOL_ID,
     "TOOL_PARAMETERS": SpanAttributes.TOOL_PARAMETERS,
+    "MESSAGE_ROLE": MessageAttributes.MESSAGE_ROLE,
+    "MESSAGE_CONTENT": MessageAttributes.MESSAGE_CONTENT,
+    "MESSAGE_NAME": MessageAttributes.MESSAGE_NAME,
+    "MESSAGE_TOOL_CALL_ID": MessageAttributes.MESSAGE_TOOL_CALL_ID,
+    "MESSAGE_TOOL_CALLS": MessageAttributes.MESSAGE_TOOL_CALLS,
+    "TOOL_CALL_ID": ToolCallAttributes.TOOL_CALL_ID,
+    "TOOL_CALL_FUNCTION_NAME": ToolCallAttributes.TOOL_CALL_FUNCTION_NAME,
+    "TOOL_CALL_FUNCTION_ARGUMENTS": ToolCallAttributes.TOOL_CALL_FUNCTION_ARGUMENTS_JSON,
+    "TOOL_JSON_SCHEMA": ToolAttributes.TOOL_JSON_SCHEMA,
     "PROJECT_NAME": ResourceAttributes.PROJECT_NAME,
     "MIME_JSON": OpenInferenceMimeTypeValues.JSON.value,
     "MIME_TEXT": OpenInferenceMimeTypeValues.TEXT.value,

@@ -30,8 +30,8 @@ from plangate.ci.phoenix._client import (
     client_url,
     project_id,
 )
-from plangate.ci.phoenix._names import session_url, trace_url
 from plangate.ci.phoenix._server import PhoenixServer, free_port
+from plangate.ci.phoenix.names import session_url, trace_url
 from plangate.evaluators import RubricSet, evaluate, rubric_from_dict
 from plangate.harness import Agent, get_domain, load_variant, model_from_spec
 from plangate.replay import TraceTableExporter, read_dataset

@@ -29,9 +29,9 @@ from plangate.ci.gate._gate import run_gate
 from plangate.ci.gate._gate_file import load_gate
 from plangate.ci.phoenix._client import PhoenixError
 from plangate.ci.phoenix._export import PhoenixExport
-from plangate.ci.phoenix._names import URL_ENV, new_run_id
 from plangate.ci.phoenix._server import PhoenixServer, free_port
 from plangate.ci.phoenix._transport import HttpOutcomes, RetryingExporter
+from plangate.ci.phoenix.names import URL_ENV, new_run_id
 from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
 from plangate.replay import SessionRequest, read_dataset, record, replay_turn
 from tests.conftest import REPO

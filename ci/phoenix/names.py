@@ -1,4 +1,7 @@
-"""How plangate names things in Phoenix, and where they are: namespaced sessions, URLs.
+"""How plangate names things in Phoenix, and where they are: settings, namespaced sessions, URLs.
+
+The settings (environment variables, default server, ports, projects, folders) are what the
+command line's defaults come from; this module imports nothing but the standard library.
 
 Phoenix session ids are unique across projects, so the spans plangate sends carry a namespaced
 `session.id` (`DATASET:VARIANT:RUN:SESSION`, or `run:RUN:SESSION` for `plangate run`) and the
@@ -19,26 +22,33 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 URL_ENV = "PLANGATE_PHOENIX_URL"
-
-
+"""The Phoenix server when `--phoenix-url` is not given."""
 PROJECT_ENV = "PLANGATE_PHOENIX_PROJECT"
-
-
+"""The Phoenix project when `--phoenix-project` is not given."""
 DEFAULT_PROJECT = "plangate"
-
-
-TRACES_PATH = "/v1/traces"
-
-
-SEPARATOR = ":"
-"""Between the parts of a namespaced session id."""
-
-
-UNSAFE = str.maketrans({"/": "_", "?": "_", "#": "_"})
-DEFAULT_URL = "http://127.0.0.1:6006"
-"""The server the Phoenix commands talk to without `--phoenix-url` (`plangate phoenix up`'s)."""
+"""The project spans are exported to without either."""
 GOLDEN_PROJECT = "plangate-golden"
 """The Phoenix project that holds the spans of mirrored golden turns."""
+TRACES_PATH = "/v1/traces"
+"""Phoenix's OTLP/HTTP traces path."""
+HOST = "127.0.0.1"
+"""Where the local server listens: loopback only."""
+DEFAULT_PORT = 6006
+"""The local server's HTTP port: the UI, REST and OTLP/HTTP."""
+DEFAULT_GRPC_PORT = 4317
+"""The local server's OTLP/gRPC port."""
+DEFAULT_URL = f"http://{HOST}:{DEFAULT_PORT}"
+"""The server the Phoenix commands talk to without `--phoenix-url` (`plangate phoenix up`'s)."""
+DEFAULT_FOLDER = Path(".plangate") / "phoenix"
+"""The local server's data folder."""
+DEFAULT_ENV = Path(".venv-phoenix")
+"""The local server's own environment, made on first use (or `$PLANGATE_PHOENIX_ENV`)."""
+ENV_VARIABLE = "PLANGATE_PHOENIX_ENV"
+"""Another environment for the local server."""
+SEPARATOR = ":"
+"""Between the parts of a namespaced session id."""
+UNSAFE = str.maketrans({"/": "_", "?": "_", "#": "_"})
+"""The characters the Phoenix client cannot put in a URL path, and what replaces them."""
 
 
 def namespace(dataset: str, variant: str, run: str | None = None) -> str:
