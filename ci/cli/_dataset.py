@@ -62,10 +62,7 @@ def record(args: argparse.Namespace) -> int:
             )
         )
     target = write_dataset(dataset, args.output)
-    print(
-        f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
-        f"{dataset.spans.num_rows} spans; {redacted_count(dataset)} secrets redacted"
-    )
+    print(f"{_written(target, dataset)}; {redacted_count(dataset)} secrets redacted")
     return 0
 
 
@@ -91,11 +88,15 @@ def from_traces(args: argparse.Namespace) -> int:
         table, name=args.name or Path(args.output).name, sessions=args.session
     )
     target = write_dataset(dataset, args.output)
-    print(
+    print(_written(target, dataset))
+    return 0
+
+
+def _written(target: Path, dataset: GoldenDataset) -> str:
+    return (
         f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
         f"{dataset.spans.num_rows} spans"
     )
-    return 0
 
 
 def replay(args: argparse.Namespace) -> int:
