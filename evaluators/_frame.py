@@ -8,7 +8,14 @@ import pandas as pd
 import pyarrow as pa
 
 from plangate.evaluators.scores import TURN_KEY
-from plangate.replay.schema import SPAN_KIND, START_TIME, validate_table
+from plangate.replay.schema import (
+    NAME,
+    SPAN_KIND,
+    START_TIME,
+    TOOL_NAME,
+    TOOL_SPAN_PREFIX,
+    validate_table,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +32,8 @@ class TraceFrame:
     turns: pd.DataFrame
     """One row per turn: the turn key plus its AGENT row's columns (null where it has none)."""
     tools: pd.DataFrame
-    """TOOL spans, in order; `call` is the position of the call within the turn."""
+    """TOOL spans, in order; `call` is the position of the call within the turn, `tool` the
+    tool's name (`tool_name`, else the span's name without its `tool.` prefix)."""
     llms: pd.DataFrame
     """LLM spans, in order."""
 
@@ -44,5 +52,7 @@ def prepare(table: pa.Table) -> TraceFrame:
     turns = keys.merge(agents, on=TURN_KEY, how="left")
     tools = spans[spans[SPAN_KIND] == "TOOL"].reset_index(drop=True)
     tools["call"] = tools.groupby(TURN_KEY, sort=False).cumcount()
+    tools["tool"] = tools[TOOL_NAME].fillna(tools[NAME].str.removeprefix(TOOL_SPAN_PREFIX))
+    tools["tool"] = tools["tool"].astype(str)
     llms = spans[spans[SPAN_KIND] == "LLM"].reset_index(drop=True)
     return TraceFrame(spans=spans, turns=turns, tools=tools, llms=llms)

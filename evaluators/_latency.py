@@ -289,7 +289,7 @@ def latency_details(scores: pa.Table | pd.DataFrame) -> pd.DataFrame:
     numbers = pd.DataFrame(
         {
             name: pd.array([p.get(name) for p in parsed], dtype="Float64")
-            for name in ("wall_seconds", "iterations", TOKENS_PROMPT, TOKENS_COMPLETION)
+            for name in ("wall_seconds", "iterations", "tokens_prompt", "tokens_completion")
         }
     ).astype("float64")
     keys = frame[TURN_KEY].reset_index(drop=True)

@@ -42,13 +42,10 @@ from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import RESULT_COLUMNS, TURN_KEY
 from plangate.replay.schema import (
     CONTROL_TOOLS,
-    NAME,
     PLAN,
     PLAN_TOOLS,
     SESSION_ID,
     SPAN_KIND,
-    TOOL_NAME,
-    TOOL_SPAN_PREFIX,
 )
 
 CLOSED = ("completed", "blocked", "failed")
@@ -107,13 +104,12 @@ def plan_adherence(
 def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """Tool calls in order: turn id, seq, call number, tool, kind, work calls so far."""
     tools = frame.tools
-    names = tools[TOOL_NAME].fillna(tools[NAME].str.removeprefix(TOOL_SPAN_PREFIX))
     calls = pd.DataFrame(
         {
             "turn": _turn_ids(tools, turns),
             "seq": tools["seq"].to_numpy("int64"),
             "call": tools["call"].to_numpy("int64") + 1,
-            "tool": names.astype(str).to_numpy(object),
+            "tool": tools["tool"].to_numpy(object),
         }
     )
     calls["plan"] = calls["tool"].isin(PLAN_TOOLS)

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 RUBRIC_VERSION = 1
 
@@ -176,7 +175,7 @@ _RUBRIC_KEYS = frozenset(
 
 def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
     """Parse one rubric mapping; errors name `where` and the key."""
-    unknown = sorted(set(data) - _RUBRIC_KEYS - {SESSION_ID, TURN_INDEX})
+    unknown = sorted(set(data) - _RUBRIC_KEYS - {"session_id", "turn_index"})
     if unknown:
         raise RubricError(
             f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_RUBRIC_KEYS))}"
@@ -232,9 +231,9 @@ def rubrics_from_dict(data: Any, where: str = "rubrics") -> RubricSet:
     turns: dict[tuple[str, int], Rubric] = {}
     for index, entry in enumerate(data.get("turns", ())):
         place = f"{where}: turns[{index}]"
-        if not isinstance(entry, Mapping) or SESSION_ID not in entry or TURN_INDEX not in entry:
+        if not isinstance(entry, Mapping) or "session_id" not in entry or "turn_index" not in entry:
             raise RubricError(f"{place}: each turn rubric needs 'session_id' and 'turn_index'")
-        turns[(str(entry[SESSION_ID]), int(entry[TURN_INDEX]))] = rubric_from_dict(entry, place)
+        turns[(str(entry["session_id"]), int(entry["turn_index"]))] = rubric_from_dict(entry, place)
     return RubricSet(default=default, turns=turns)
 
 

@@ -43,7 +43,6 @@ from plangate.replay.schema import (
     PLAN_TOOLS,
     SESSION_ID,
     TOOL_ARGS,
-    TOOL_NAME,
     TURN_INDEX,
 )
 
@@ -120,7 +119,7 @@ def _calls_by_turn(
 ) -> dict[tuple[str, int], tuple[list[Call], int]]:
     """Per turn: the compared calls, and how many calls were left out."""
     tools = frame.tools
-    names = tools[TOOL_NAME].fillna(tools["name"].str.removeprefix("tool.")).astype(str)
+    names = tools["tool"]
     kept = ~names.isin(ignored)
     skipped = (~kept).groupby([tools[SESSION_ID], tools[TURN_INDEX]]).sum()
     out: dict[tuple[str, int], tuple[list[Call], int]] = {

@@ -191,7 +191,7 @@ class TurnLoop:
                 self.agent.variant, self.agent.instructions, planning=turn.planning
             )
         )
-        turn.offer([self._finish] if turn.forcing else self._offered(turn))
+        self._offer(turn)
 
     def _limit(self, turn: Turn) -> list[ToolDefinition] | Stop:
         """Iteration guard: the tools for the next call (after a warning or a forced finish)."""
@@ -203,8 +203,7 @@ class TurnLoop:
             self._prompt(turn, "forced_finish", decision.text)
         elif decision is not None:
             self._prompt(turn, decision.kind, decision.text)
-        # Features may add tools as the turn goes; a forced finish offers only `finish`.
-        turn.offer([self._finish] if turn.forcing else self._offered(turn))
+        self._offer(turn)  # features may add tools as the turn goes
         return turn.definitions
 
     async def _call_model(self, turn: Turn, tools: list[ToolDefinition]) -> ModelResponse | Stop:
@@ -340,6 +339,10 @@ class TurnLoop:
             f"Plan submitted for review ({len(steps)} steps). The run pauses until a person "
             "approves, edits or rejects it."
         )
+
+    def _offer(self, turn: Turn) -> None:
+        """Offer the turn's tools on the coming calls; a forced finish offers only `finish`."""
+        turn.offer([self._finish] if turn.forcing else self._offered(turn))
 
     def _offered(self, turn: Turn) -> list[Tool]:
         tools = list(self._work_tools)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from json.encoder import encode_basestring as _quote
@@ -89,9 +88,6 @@ from plangate.harness.semconv import (
     TURN_INDEX,
     USER_ID,
 )
-
-logger = logging.getLogger("plangate.tracing")
-
 
 OUTPUT_MESSAGE = f"{LLM_OUTPUT_MESSAGES}.0"
 OUTPUT_ROLE = f"{OUTPUT_MESSAGE}.{MESSAGE_ROLE}"

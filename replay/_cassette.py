@@ -34,7 +34,7 @@ from plangate.harness import (
     message_to_dict,
     render_result,
 )
-from plangate.replay.schema import MODEL_NAME, canonical_arguments
+from plangate.replay.schema import canonical_arguments
 
 
 class CassetteError(ModelError):
@@ -78,7 +78,7 @@ class Exchange:
         return ModelResponse(
             message=message,
             usage=Usage(prompt_tokens=prompt, completion_tokens=completion),
-            model_name=self.response.get(MODEL_NAME, ""),
+            model_name=self.response.get("model_name", ""),
             finish_reason=self.response.get("finish_reason"),
         )
 
@@ -134,7 +134,7 @@ class Recorder:
                 response={
                     "message": message_to_dict(response.message),
                     "usage": [response.usage.prompt_tokens, response.usage.completion_tokens],
-                    MODEL_NAME: response.model_name,
+                    "model_name": response.model_name,
                     "finish_reason": response.finish_reason,
                 },
             )
@@ -264,8 +264,6 @@ NOT_RECORDED = "Not recorded: the cassette has no result for {name}({arguments})
 
 def cassette_tools(definitions: Sequence[Tool], records: Sequence[ToolRecord]) -> list[Tool]:
     """Tools with the recorded definitions that answer from the turn's recorded results."""
-    import dataclasses
-
     queues: dict[tuple[str, str], deque[ToolRecord]] = defaultdict(deque)
     for record in sorted(records, key=lambda r: r.position):
         queues[(record.tool_name, record.tool_args)].append(record)

@@ -35,10 +35,17 @@ from plangate.replay._dataset import (
     table_of,
 )
 from plangate.replay.schema import (
+    ATTRIBUTES,
+    EVENTS,
     INPUT_VALUE,
+    ITERATION,
     MODEL_NAME,
+    NAME,
     OUTPUT_VALUE,
+    PLAN,
     SESSION_ID,
+    SOURCE,
+    SPAN_ID,
     SPAN_KIND,
     START_TIME,
     STATUS_CODE,
@@ -50,6 +57,7 @@ from plangate.replay.schema import (
     TOOL_NAME,
     TOOL_OUTPUT,
     TURN_INDEX,
+    VARIANT,
     canonical_arguments,
 )
 
@@ -130,11 +138,11 @@ def _session(session_id: str, spans: pa.Table) -> Row:
     return {
         SESSION_ID: session_id,
         "user_id": str(attributes.get(semconv.USER_ID) or "user"),
-        "variant": next((r["variant"] for r in rows if r["variant"]), "unknown"),
+        "variant": next((r[VARIANT] for r in rows if r[VARIANT]), "unknown"),
         "model": models[0] if models else "unknown",
         "domain": meta.get("domain"),
         "seed": None,
-        "source": agent["source"],
+        "source": agent[SOURCE],
         "metadata": json.dumps(meta, sort_keys=True) if meta else None,
     }
 
@@ -178,12 +186,12 @@ def _turn(key: tuple[str, int], rows: list[Row], errors: dict[tuple[str, str], b
 
 def _order(row: Row) -> tuple[int, float]:
     start = row[START_TIME]
-    return (row["iteration"] or 0, start.timestamp() if start is not None else 0.0)
+    return (row[ITERATION] or 0, start.timestamp() if start is not None else 0.0)
 
 
 def _attributes(row: Row) -> dict[str, Any]:
     try:
-        value = json.loads(row["attributes"] or "{}")
+        value = json.loads(row[ATTRIBUTES] or "{}")
     except json.JSONDecodeError:
         return {}
     return _flatten(value) if isinstance(value, dict) else {}
@@ -211,16 +219,14 @@ def _exchanges(
     calls: list[Row] = []
     offered: list[str] = []
     for number, llm in enumerate(llms, start=1):
-        iteration = llm["iteration"] or number
+        iteration = llm[ITERATION] or number
         asked = _asked_calls(llm) or _calls_of(iteration, unused)
         exchange = _exchange(session_id, turn_index, iteration, llm, asked)
         exchange["tools"] = offered = exchange["tools"] or offered  # unchanged unless recorded
         exchanges.append(exchange)
         calls.extend(_attach(asked, iteration, unused))
     for row in list(unused):  # TOOL rows without an LLM span asking for them
-        calls.extend(
-            _attach(_calls_of(row["iteration"] or 0, [row]), row["iteration"] or 0, unused)
-        )
+        calls.extend(_attach(_calls_of(row[ITERATION] or 0, [row]), row[ITERATION] or 0, unused))
     return exchanges, calls
 
 
@@ -243,12 +249,12 @@ def _asked_calls(llm: Row) -> list[Row]:
 def _calls_of(iteration: int, tools: list[Row]) -> list[Row]:
     return [
         {
-            "id": r[TOOL_CALL_ID] or f"call-{r['span_id']}",
-            "name": r[TOOL_NAME] or r["name"],
+            "id": r[TOOL_CALL_ID] or f"call-{r[SPAN_ID]}",
+            "name": r[TOOL_NAME] or r[NAME],
             "arguments": r[TOOL_ARGS] or "{}",
         }
         for r in tools
-        if (r["iteration"] or 0) == iteration
+        if (r[ITERATION] or 0) == iteration
     ]
 
 
@@ -262,8 +268,8 @@ def _attach(asked: list[Row], iteration: int, unused: list[Row]) -> list[Row]:
                 (
                     r
                     for r in unused
-                    if (r[TOOL_NAME] or r["name"]) == call["name"]
-                    and (r["iteration"] or 0) == iteration
+                    if (r[TOOL_NAME] or r[NAME]) == call["name"]
+                    and (r[ITERATION] or 0) == iteration
                 ),
                 None,
             )
@@ -279,9 +285,7 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
     names = _offered(attributes)
     message: Row = {
         "role": "assistant",
-        "content": str(
-            attributes.get(f"{_OUTPUT}.{semconv.MESSAGE_CONTENT}") or llm[OUTPUT_VALUE] or ""
-        ),
+        "content": str(attributes.get(_CONTENT) or llm[OUTPUT_VALUE] or ""),
     }
     if asked:
         message["tool_calls"] = asked
@@ -295,7 +299,7 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
         "response": {
             "message": message,
             "usage": [llm[TOKENS_PROMPT] or 0, llm[TOKENS_COMPLETION] or 0],
-            MODEL_NAME: llm[MODEL_NAME] or "",
+            "model_name": llm[MODEL_NAME] or "",
             "finish_reason": attributes.get(semconv.LLM_FINISH_REASON),
         },
     }
@@ -318,7 +322,7 @@ def _ours(message: Row, session_id: str, errors: dict[tuple[str, str], bool]) ->
     if out.get("tool_calls"):
         out["tool_calls"] = [_flat_call(c) for c in out["tool_calls"]]
     if out.get("role") == "tool" and "is_error" not in out:
-        out["is_error"] = errors.get((session_id, str(out.get(TOOL_CALL_ID))), True)
+        out["is_error"] = errors.get((session_id, str(out.get("tool_call_id"))), True)
     return out
 
 
@@ -377,7 +381,7 @@ def _tool_message(call: Row) -> Row:
     return {
         "role": "tool",
         "content": (row[TOOL_OUTPUT] or "") if row else "",
-        TOOL_CALL_ID: call["id"],
+        "tool_call_id": call["id"],
         "name": call["name"],
         "is_error": _status(row) == "error",
     }
@@ -400,17 +404,17 @@ def _plans(agent: Row | None, tools: list[Row]) -> list[tuple[int, str]]:
         return found
     out, last = [], None
     for row in tools:
-        if row["plan"] and row["plan"] != last:
-            out.append((row["iteration"] or 0, row["plan"]))
-            last = row["plan"]
+        if row[PLAN] and row[PLAN] != last:
+            out.append((row[ITERATION] or 0, row[PLAN]))
+            last = row[PLAN]
     return out
 
 
 def _events(agent: Row | None) -> list[dict[str, Any]]:
-    if agent is None or not agent["events"]:
+    if agent is None or not agent[EVENTS]:
         return []
     try:
-        events = json.loads(agent["events"])
+        events = json.loads(agent[EVENTS])
     except json.JSONDecodeError:
         return []
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
@@ -446,7 +450,7 @@ def _tool_rows(key: tuple[str, int], tools: list[Row]) -> list[Row]:
             SESSION_ID: key[0],
             TURN_INDEX: key[1],
             "position": position,
-            TOOL_NAME: row[TOOL_NAME] or row["name"],
+            TOOL_NAME: row[TOOL_NAME] or row[NAME],
             TOOL_ARGS: canonical_arguments(row[TOOL_ARGS] or "{}"),
             "status": "error" if row[STATUS_CODE] == "ERROR" else "ok",
             "result": _PLAN_NOTE.sub("", row[TOOL_OUTPUT] or ""),
@@ -457,7 +461,7 @@ def _tool_rows(key: tuple[str, int], tools: list[Row]) -> list[Row]:
 
 
 def _error_type(row: Row) -> str:
-    if row[STATUS_CODE] != "ERROR" or not row["events"]:
+    if row[STATUS_CODE] != "ERROR" or not row[EVENTS]:
         return ""
     try:
         events = json.loads(row["events"])

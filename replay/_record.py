@@ -103,7 +103,7 @@ def load_requests(text: str, where: str) -> list[SessionRequest]:
 
 
 def _session_request(entry: Any, where: str) -> SessionRequest:
-    if not isinstance(entry, dict) or not isinstance(entry.get(SESSION_ID), str):
+    if not isinstance(entry, dict) or not isinstance(entry.get("session_id"), str):
         raise DatasetError(f"{where}: expected an object with a 'session_id' string")
     turns = entry.get("turns")
     if not isinstance(turns, list) or not turns:
@@ -122,7 +122,7 @@ def _session_request(entry: Any, where: str) -> SessionRequest:
                 f"{where}: turns[{index}]: expected a request string or {{'request': ...}}"
             )
     return SessionRequest(
-        session_id=entry[SESSION_ID],
+        session_id=entry["session_id"],
         requests=tuple(requests),
         rubrics=tuple(rubrics),
         user_id=str(entry.get("user_id", "user")),

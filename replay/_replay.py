@@ -36,7 +36,7 @@ from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
 from plangate.replay._dataset import DatasetError, GoldenDataset
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._record import steps
-from plangate.replay.schema import SESSION_ID, STOP_REASON, TURN_INDEX
+from plangate.replay.schema import SESSION_ID
 
 ToolSource = Literal["cassette", "live"]
 """Where a replayed turn's tool results come from."""
@@ -83,8 +83,8 @@ class ReplayResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (what `plangate replay --json` prints per turn)."""
         return {
-            SESSION_ID: self.session_id,
-            TURN_INDEX: self.turn_index,
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
             "variant": self.variant,
             "model": self.model,
             "identical": self.divergence is None and self.error is None,
@@ -95,7 +95,7 @@ class ReplayResult:
                 "recorded": self.divergence.recorded,
                 "replayed": self.divergence.replayed,
             },
-            STOP_REASON: self.result.stop_reason if self.result else None,
+            "stop_reason": self.result.stop_reason if self.result else None,
             "drift": self.drift,
             "error": self.error,
         }
@@ -153,8 +153,8 @@ async def replay_turn(
     )
     session.restore(_state_before(dataset, session_row, turn_index))
     base = {
-        SESSION_ID: session_id,
-        TURN_INDEX: turn_index,
+        "session_id": session_id,
+        "turn_index": turn_index,
         "variant": chosen,
         "model": model,
         "recorded": recorded,

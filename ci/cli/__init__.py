@@ -4,8 +4,10 @@
 - `_arguments`: every command's arguments, one spelling for the same thing everywhere;
 - one module per command group: `_run` (run, variants, domains, models), `_runs` (runs, plan,
   resume), `_dataset` (record, dataset, replay) with `_build` (dataset build), `_eval` (import,
-  eval), `_gate` (gate, compare), `_phoenix` (phoenix …), `_demo`;
-- `_exporting`: the Phoenix export a command asks for, reported on stderr.
+  eval), `_gate` (gate, compare), `_server` (phoenix up, down, status: nothing heavy), `_phoenix`
+  (the other phoenix commands), `_demo`;
+- `_exporting`: the Phoenix export a command asks for, reported on stderr, and the Phoenix
+  server and project a command talks to; `_printing`: what several commands print.
 
 Nothing outside this package imports it; it may import any of plangate.
 """

@@ -36,7 +36,6 @@ REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
 TOOLS = ("cassette", "live")
 """Where replayed tool results come from (tested to match `plangate.replay.TOOL_SOURCES`: the
 parser does not import replay, which loads pyarrow)."""
-SESSION_STATUSES = SessionStore.STATUSES
 
 Commands = Any
 """What `add_subparsers()` returns."""
@@ -162,6 +161,31 @@ def _store(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _dataset_output(parser: argparse.ArgumentParser) -> None:
+    """`-o/--output` and `--name`: the golden dataset a command writes."""
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
+    )
+    parser.add_argument("--name", help="the dataset's name (default: the folder's name)")
+
+
+def _evaluators(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
+    )
+
+
+def _tools(parser: argparse.ArgumentParser, *, default: str | None = "cassette") -> None:
+    """`--tools`; without a default, the gate file's choice stands."""
+    parser.add_argument(
+        "--tools",
+        default=default,
+        choices=TOOLS,
+        help="where tool results come from"
+        + ("" if default is not None else " (default: the gate's)"),
+    )
+
+
 # -- the commands -------------------------------------------------------------------------------
 
 
@@ -220,9 +244,7 @@ def _eval(commands: Commands) -> None:
     scoring.add_argument(
         "-o", "--output", metavar="SCORES.parquet", help="also write the score table here"
     )
-    scoring.add_argument(
-        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
-    )
+    _evaluators(scoring)
     scoring.add_argument(
         "--param",
         action="append",
@@ -236,7 +258,9 @@ def _eval(commands: Commands) -> None:
 def _runs(commands: Commands) -> None:
     runs = commands.add_parser("runs", help="list saved sessions (paused runs first)")
     _store(runs)
-    runs.add_argument("--status", choices=SESSION_STATUSES, help="only sessions with this status")
+    runs.add_argument(
+        "--status", choices=SessionStore.STATUSES, help="only sessions with this status"
+    )
 
     plan = commands.add_parser(
         "plan", help="show a saved session's plan, or the one awaiting approval"
@@ -266,10 +290,7 @@ def _record(commands: Commands) -> None:
     recording.add_argument(
         "--requests", required=True, metavar="FILE", help="the sessions to record (JSON)"
     )
-    recording.add_argument(
-        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
-    )
-    recording.add_argument("--name", help="the dataset's name (default: the folder's name)")
+    _dataset_output(recording)
     recording.add_argument("--description", default="", help="what the dataset is for")
     recording.add_argument(
         "--redact",
@@ -290,18 +311,12 @@ def _dataset(commands: Commands) -> None:
     traces = verbs.add_parser("from-traces", help="a golden dataset from a trace table")
     traces.add_argument("table", metavar="TABLE.parquet", help="the trace table")
     _sessions(traces)
-    traces.add_argument(
-        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
-    )
-    traces.add_argument("--name", help="the dataset's name (default: the folder's name)")
+    _dataset_output(traces)
 
     pulling = verbs.add_parser("from-phoenix", help="a golden dataset from sessions in Phoenix")
     talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False, required=True)
     _sessions(pulling, "only this session, by its Phoenix or its original id")
-    pulling.add_argument(
-        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
-    )
-    pulling.add_argument("--name", help="the dataset's name (default: the folder's name)")
+    _dataset_output(pulling)
 
     building = verbs.add_parser(
         "build", help="record plangate's shipped golden datasets again from their requests"
@@ -338,9 +353,7 @@ def _replay(commands: Commands) -> None:
     replaying.add_argument(
         "--model", default="cassette", help=f"where answers come from: {REPLAY_MODEL}"
     )
-    replaying.add_argument(
-        "--tools", default="cassette", choices=TOOLS, help="where tool results come from"
-    )
+    _tools(replaying)
     replaying.add_argument(
         "-o", "--output", metavar="TABLE.parquet", help="also write the replays' spans here"
     )
@@ -378,13 +391,9 @@ def _compare(commands: Commands) -> None:
         "--dataset", action="append", help="instead of the gate's: this dataset (repeatable)"
     )
     compare.add_argument("--model", help=MODEL + " (default: the gate's candidate model)")
-    compare.add_argument(
-        "--tools", choices=TOOLS, help="where tool results come from (default: the gate's)"
-    )
+    _tools(compare, default=None)
     compare.add_argument("--repeats", type=int, help="repeats per case (default: the gate's)")
-    compare.add_argument(
-        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
-    )
+    _evaluators(compare)
     _json(compare, "the comparison")
 
 
@@ -442,9 +451,5 @@ def _phoenix(commands: Commands) -> None:
         "--variant", action="append", required=True, help="a variant: name or .toml (repeatable)"
     )
     experimenting.add_argument("--model", required=True, help=f"the model: {REPLAY_MODEL}")
-    experimenting.add_argument(
-        "--tools", default="cassette", choices=TOOLS, help="where tool results come from"
-    )
-    experimenting.add_argument(
-        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
-    )
+    _tools(experimenting)
+    _evaluators(experimenting)

@@ -15,6 +15,7 @@ from rich.progress import Progress
 from plangate.ci._rubrics import dataset_problems
 from plangate.ci._turns import select_turns
 from plangate.ci.cli._exporting import exporting
+from plangate.ci.cli._printing import short
 from plangate.ci.phoenix import PhoenixExport, replay_processor
 from plangate.harness import PlangateError
 from plangate.replay import (
@@ -166,13 +167,8 @@ def print_result(result: ReplayResult) -> None:
         if old == new == "":
             continue
         mark = ">" if index == step else " "
-        print(f"  {mark}{index:>3}  {_cut(old):<60}  {_cut(new)}")
+        print(f"  {mark}{index:>3}  {short(old, 60):<60}  {short(new, 60)}")
 
 
 def _at(steps: Sequence[str], index: int) -> str:
     return steps[index] if index < len(steps) else ""
-
-
-def _cut(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from plangate.ci.phoenix import ExportReport, PhoenixError, PhoenixExport
-from plangate.ci.phoenix.names import DEFAULT_PROJECT, PROJECT_ENV, URL_ENV
+from plangate.ci.phoenix.names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
 
 logger = logging.getLogger("plangate.phoenix")
 
@@ -32,12 +32,11 @@ def exporting(args: argparse.Namespace) -> Iterator[PhoenixExport | None]:
 
 def open_export(args: argparse.Namespace) -> PhoenixExport | None:
     """The export `--phoenix-url` asks for; None when none is, or when Phoenix is down."""
-    url = getattr(args, "phoenix_url", None) or os.environ.get(URL_ENV)
+    url = args.phoenix_url or os.environ.get(URL_ENV)  # no default: nothing asked, nothing sent
     if not url:
         return None
-    project = getattr(args, "phoenix_project", None) or os.environ.get(PROJECT_ENV)
     try:
-        export = PhoenixExport(url, project=project or DEFAULT_PROJECT)
+        export = PhoenixExport(url, project=phoenix_project(args))
     except PhoenixError as exc:
         print(f"plangate: error: {exc}; going on without the Phoenix export", file=sys.stderr)
         return None
@@ -47,6 +46,18 @@ def open_export(args: argparse.Namespace) -> PhoenixExport | None:
         file=sys.stderr,
     )
     return export
+
+
+def phoenix_url(args: argparse.Namespace) -> str:
+    """The server a Phoenix command talks to: `--phoenix-url`, $PLANGATE_PHOENIX_URL, or local."""
+    url: str = args.phoenix_url or os.environ.get(URL_ENV) or DEFAULT_URL
+    return url.rstrip("/")
+
+
+def phoenix_project(args: argparse.Namespace) -> str:
+    """The project: `--phoenix-project`, $PLANGATE_PHOENIX_PROJECT, or `plangate`."""
+    project: str = args.phoenix_project or os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
+    return project
 
 
 def close_export(export: PhoenixExport | None) -> ExportReport | None:

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from plangate.ci.cli._exporting import exporting
+from plangate.ci.cli._printing import short
 from plangate.ci.gate import (
     DEFAULT_GATE,
     Comparison,
@@ -47,7 +48,7 @@ def gate(args: argparse.Namespace) -> int:
         verdict = published.verdict
         for problem in published.problems:
             print(f"plangate: phoenix: annotations not logged: {problem}", file=sys.stderr)
-        if not published.problems:
+        if published.runs and not published.problems:
             print(
                 f"phoenix: {published.span_annotations} span annotations logged "
                 f"({published.runs} runs)"
@@ -149,7 +150,7 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     console.print(table)
     for v in verdict.evaluators:
         mark = "[red]✗[/red]" if v.failed else "[green]✓[/green]"
-        console.print(f"  {mark} {v.evaluator}: {_short(v.reason)}", highlight=False)
+        console.print(f"  {mark} {v.evaluator}: {short(v.reason, 80)}", highlight=False)
     failed = {v.evaluator for v in verdict.evaluators if v.failed}
     worst = sorted(
         (c for c in verdict.cases if c.status in ("regressed", "below_minimum")),
@@ -158,7 +159,7 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     for case in worst[:10]:
         console.print(
             f"    {case.status}: {case.dataset} {case.session_id} turn {case.turn_index} "
-            f"({case.evaluator}): {_short(case.explanation)}",
+            f"({case.evaluator}): {short(case.explanation, 80)}",
             highlight=False,
             markup=False,
         )
@@ -172,11 +173,6 @@ def _interval(interval: Any, *, sign: bool = True) -> str:
         return "—"
     f = "+.2f" if sign else ".2f"
     return f"{interval.mean:{f}} [{interval.low:{f}}, {interval.high:{f}}]"
-
-
-def _short(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def replays_to(export: PhoenixExport | None) -> SpanProcessors | None:

@@ -11,7 +11,6 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from typing import cast
 
 from plangate.ci.cli._arguments import add_commands
@@ -38,9 +37,9 @@ HANDLERS = {
     "replay": "plangate.ci.cli._dataset:replay",
     "gate": "plangate.ci.cli._gate:gate",
     "compare": "plangate.ci.cli._gate:compare",
-    "phoenix up": "plangate.ci.cli._phoenix:start",
-    "phoenix down": "plangate.ci.cli._phoenix:stop",
-    "phoenix status": "plangate.ci.cli._phoenix:show_status",
+    "phoenix up": "plangate.ci.cli._server:start",
+    "phoenix down": "plangate.ci.cli._server:stop",
+    "phoenix status": "plangate.ci.cli._server:show_status",
     "phoenix annotate": "plangate.ci.cli._phoenix:annotate_scores",
     "phoenix dataset": "plangate.ci.cli._phoenix:mirror",
     "phoenix experiment": "plangate.ci.cli._phoenix:experiments",
@@ -85,6 +84,8 @@ class _Version(argparse.Action):
     """`--version`: the installed version, looked up only when asked for."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib import metadata  # here: loading it costs every other command 30-45 ms
+
         try:
             version = metadata.version("plangate")
         except metadata.PackageNotFoundError:  # run from a checkout that is not installed

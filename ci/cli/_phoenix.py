@@ -1,12 +1,10 @@
-"""`plangate phoenix …`: a local Phoenix server, and plangate's results in Phoenix.
+"""`plangate phoenix …`: plangate's results in Phoenix (the local server: `_server`).
 
-    plangate phoenix up | down | status [--dir .plangate/phoenix]
     plangate phoenix annotate SCORES.parquet TABLE.parquet
     plangate phoenix dataset DATASET
     plangate phoenix experiment DATASET --variant V [--variant V2] --model SPEC
-    plangate dataset from-phoenix [--session ID]... -o datasets/NAME
+    plangate dataset from-phoenix --phoenix-url URL --phoenix-project P [--session ID]... -o PATH
 
-The server runs from its own environment and binds 127.0.0.1 only (`plangate.ci.phoenix._server`).
 Every command that talks to Phoenix takes `--phoenix-url` (default: $PLANGATE_PHOENIX_URL, or
 the local server) and `--phoenix-project`.
 """
@@ -14,27 +12,21 @@ the local server) and `--phoenix-project`.
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from plangate.ci.cli._exporting import phoenix_project, phoenix_url
 from plangate.ci.phoenix import (
     AnnotationError,
-    PhoenixServer,
     annotate,
     client_url,
     compare_url,
-    down,
     golden_from_phoenix,
     mirror_dataset,
     run_experiment,
-    status,
-    up,
 )
-from plangate.ci.phoenix.names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
 from plangate.evaluators.scores import EVALUATOR, PASSED
 from plangate.replay import read_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
@@ -42,47 +34,12 @@ from plangate.replay.schema import SESSION_ID, TURN_INDEX
 if TYPE_CHECKING:
     from phoenix.client import Client
 
-EXIT_RUNNING = 0
-EXIT_NOT_RUNNING = 1
 SHOWN_FAILURES = 20
 """Failing turns listed with their Phoenix links."""
 
 
-def start(args: argparse.Namespace) -> int:
-    """`plangate phoenix up`: start the local server if it is not running; wait until healthy."""
-    running = status(args.dir)
-    server = running or up(
-        args.dir, port=args.port, grpc_port=args.grpc_port, env=args.env, progress=print
-    )
-    _describe(server, "already running" if running else "up")
-    return EXIT_RUNNING
-
-
-def stop(args: argparse.Namespace) -> int:
-    """`plangate phoenix down`: stop the local server."""
-    stopped = down(args.dir)
-    print(f"Phoenix stopped ({args.dir})" if stopped else f"Phoenix was not running ({args.dir})")
-    return 0
-
-
-def show_status(args: argparse.Namespace) -> int:
-    """`plangate phoenix status`: exit 0 when the local server is running, 1 when not."""
-    found = status(args.dir)
-    if found is None:
-        print(f"Phoenix: not running ({Path(args.dir).resolve()})")
-        return EXIT_NOT_RUNNING
-    _describe(found, "running")
-    return EXIT_RUNNING
-
-
-def _describe(server: PhoenixServer, state: str) -> None:
-    print(f"Phoenix: {state} at {server.url}")
-    print(f"  OTLP traces: {server.traces_url} (HTTP), 127.0.0.1:{server.grpc_port} (gRPC)")
-    print(f"  pid {server.pid}, data in {server.folder}")
-
-
 def from_phoenix(args: argparse.Namespace) -> int:
-    """`plangate dataset from-phoenix [--session ID]... -o PATH`: goldens from Phoenix."""
+    """`plangate dataset from-phoenix --phoenix-url URL --phoenix-project P -o PATH`: goldens."""
     url, project = phoenix_url(args), phoenix_project(args)
     target = golden_from_phoenix(url, project, args.session, args.output, name=args.name)
     counts = {
@@ -153,18 +110,6 @@ def experiments(args: argparse.Namespace) -> int:
         print(f"  {scores}")
     print(f"compare: {compare_url(client_url(client), mirrored.id, [e.id for e in ran])}")
     return 0 if all(e.failed_runs == 0 for e in ran) else 1
-
-
-def phoenix_url(args: argparse.Namespace) -> str:
-    """The server a Phoenix command talks to: `--phoenix-url`, $PLANGATE_PHOENIX_URL, or local."""
-    url: str = args.phoenix_url or os.environ.get(URL_ENV) or DEFAULT_URL
-    return url.rstrip("/")
-
-
-def phoenix_project(args: argparse.Namespace) -> str:
-    """The project: `--phoenix-project`, $PLANGATE_PHOENIX_PROJECT, or `plangate`."""
-    project: str = args.phoenix_project or os.environ.get(PROJECT_ENV) or DEFAULT_PROJECT
-    return project
 
 
 def _client(args: argparse.Namespace) -> Client:

@@ -9,12 +9,12 @@ import sys
 
 from plangate.ci._telemetry import telemetry
 from plangate.ci.cli._exporting import exporting
+from plangate.ci.cli._printing import print_trajectory
 from plangate.ci.phoenix import with_export
 from plangate.harness import (
     BEHAVIOURS,
     Agent,
     SessionStore,
-    TurnResult,
     builtin_variants,
     domain_names,
     get_domain,
@@ -85,29 +85,3 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
-
-
-def print_trajectory(result: TurnResult) -> None:
-    """A readable account of a turn: each call and its result, events, the plan, the stop."""
-    print(f"request: {result.request}")
-    for call in result.tool_calls:
-        mark = {"ok": "→", "error": "✗", "not_run": "·"}[call.status]
-        print(f"  {call.iteration:>2} {mark} {call.name} {_short(call.arguments)}")
-        print(f"       {_short(call.content)}")
-    for event in result.events:
-        if event.kind not in ("plan_updated", "stop"):
-            print(f"  [{event.kind} at call {event.iteration}] {_short(event.detail)}")
-    if result.plan:
-        print("plan:")
-        for item in result.plan:
-            reason = f" ({item.reason})" if item.reason else ""
-            print(f"  {item.status:11s} {item.id}. {item.text}{reason}")
-    detail = f" ({result.stop_detail})" if result.stop_detail else ""
-    print(f"stop: {result.stop_reason}{detail} after {result.iterations} model calls")
-    if result.answer:
-        print(f"answer: {result.answer}")
-
-
-def _short(text: str, limit: int = 110) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plangate.ci.cli._arguments import DEFAULT_STORE, STORE_ENV
-from plangate.ci.cli._run import print_trajectory
+from plangate.ci.cli._printing import print_trajectory
 from plangate.harness import (
     Agent,
     PlangateError,
@@ -30,7 +30,7 @@ def runs(args: argparse.Namespace) -> int:
     """`plangate runs`: the saved sessions, paused runs first."""
     store = _open(args, must_exist=True)
     rows = store.sessions(args.status)
-    order = {status: rank for rank, status in enumerate(reversed(SessionStore.STATUSES))}
+    order = {"awaiting_approval": 0, "running": 1, "idle": 2}
     for row in sorted(rows, key=lambda r: (order[r.status], r.updated_at)):
         print(f"{row.session_id:30s} {row.status:18s} {row.variant:14s} {row.updated_at}")
     if not rows:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from plangate.ci.gate._gate_file import GateFileError
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, PASSED, SCORE
@@ -39,8 +40,6 @@ Runs = dict[tuple[Case, str], list[Outcome]]
 
 def read_scores(path: Path, cases: Sequence[Case], names: list[str]) -> pa.Table:
     """A stored score table, checked to hold every case and evaluator in every trial."""
-    import pyarrow.parquet as pq
-
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowInvalid) as exc:

@@ -1,10 +1,8 @@
 """Scores as Phoenix annotations on the turns' spans, traces and sessions.
 
-`annotate` logs evaluator scores on the turns' spans, traces and sessions; `_datasets`
-mirrors golden datasets as Phoenix datasets and `_experiments` replays variants as
-Phoenix experiments. Everything goes through the Phoenix client (`phoenix.client.Client`,
-REST), imported only inside the functions that use it; the server is never imported. Tested
-against server 20.26.1.
+`annotate` logs evaluator scores on the turns' spans, traces and sessions. Everything goes
+through the Phoenix client (`phoenix.client.Client`, REST), imported only inside the functions
+that use it; the server is never imported. Tested against server 20.26.1.
 
 What this relies on, checked against that server:
 - Spans are ingested asynchronously (about 140 spans/s), and an annotation on a span that is not
@@ -77,14 +75,6 @@ class AnnotationReport:
     """The Phoenix page of every annotated turn's trace, by (session_id, turn_index)."""
 
 
-# ---------------------------------------------------------------------------------------------
-# Links
-
-
-# ---------------------------------------------------------------------------------------------
-# Namespaced session ids
-
-
 def annotate(
     client: Client,
     scores: pa.Table,
@@ -120,11 +110,11 @@ def annotate(
     with phoenix_errors(client, f"logging annotations in project {project!r}"):
         spans = _log(
             client.spans.log_span_annotations_dataframe,
-            _annotation_frame(matched, SPAN_ID, identifier),
+            _annotation_frame(matched, "span_id", matched[SPAN_ID], identifier),
         )
         traces_logged = _log(
             client.traces.log_trace_annotations_dataframe,
-            _annotation_frame(by_trace, TRACE_ID, identifier),
+            _annotation_frame(by_trace, "trace_id", by_trace[TRACE_ID], identifier),
         )
         sessions = _log(
             client.sessions.log_session_annotations_dataframe,
@@ -190,12 +180,18 @@ def _agent_spans(traces: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def _annotation_frame(rows: pd.DataFrame, target: str, identifier: str | None) -> pd.DataFrame:
+def _annotation_frame(
+    rows: pd.DataFrame, target: str, ids: pd.Series, identifier: str | None
+) -> pd.DataFrame:
+    """Phoenix's annotation frame for `rows`, on the spans or traces `ids`.
+
+    `target` is Phoenix's column for them: `span_id` or `trace_id`.
+    """
     import pandas as pd
 
     frame = pd.DataFrame(
         {
-            target: rows[target].tolist(),
+            target: ids.tolist(),
             "name": rows[EVALUATOR].tolist(),
             "annotator_kind": ANNOTATOR_KIND,
             "score": rows[SCORE].tolist(),
@@ -211,9 +207,9 @@ def _annotation_frame(rows: pd.DataFrame, target: str, identifier: str | None) -
 
 def _metadata(row: Any) -> dict[str, Any]:
     metadata = {
-        SESSION_ID: str(row.session_id),
-        TURN_INDEX: int(row.turn_index),
-        PASSED: bool(row.passed),
+        "session_id": str(row.session_id),
+        "turn_index": int(row.turn_index),
+        "passed": bool(row.passed),
     }
     version = getattr(row, "version", None)
     if version is not None and version == version:
@@ -245,9 +241,9 @@ def _session_frame(rows: pd.DataFrame, identifier: str | None) -> pd.DataFrame:
                     + (f"; failing: {listed}" if listed else "")
                 ),
                 "metadata": {
-                    SESSION_ID: str(ordered[SESSION_ID].iloc[0]),
+                    "session_id": str(ordered[SESSION_ID].iloc[0]),
                     "turns": len(ordered),
-                    PASSED: passed,
+                    "passed": passed,
                     "failing_turns": [int(k) for k in failing[TURN_INDEX]],
                 },
             }
@@ -266,9 +262,9 @@ def _log(log: Callable[..., Any], frame: pd.DataFrame) -> int:
     """
     if frame.empty:
         return 0
-    has_score = frame[SCORE].notna()
+    has_score = frame["score"].notna()
     logged = 0
-    for part in (frame[has_score], frame[~has_score].drop(columns=SCORE)):
+    for part in (frame[has_score], frame[~has_score].drop(columns="score")):
         if len(part):
             logged += len(log(dataframe=part.reset_index(drop=True), sync=True) or [])
     return logged

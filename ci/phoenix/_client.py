@@ -80,8 +80,7 @@ def poll_spans(
     pause = 0.25
     while True:
         missing = [span_id for span_id in wanted if span_id not in found]
-        for start in range(0, len(missing), CHUNK):
-            chunk = missing[start : start + CHUNK]
+        for chunk in chunks(missing, CHUNK):
             try:
                 spans = client.spans.get_spans(
                     project_identifier=project, span_ids=chunk, limit=len(chunk), timeout=30

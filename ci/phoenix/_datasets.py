@@ -33,7 +33,10 @@ from plangate.harness import PlangateError, semconv
 from plangate.replay import GoldenDataset, read_dataset
 from plangate.replay.schema import (
     ATTRIBUTE_OF_COLUMN,
+    ATTRIBUTES,
     END_TIME,
+    EVENTS,
+    NAME,
     PARENT_SPAN_ID,
     SESSION_ID,
     SPAN_ID,
@@ -50,7 +53,6 @@ if TYPE_CHECKING:
     from phoenix.client import Client
     from phoenix.client.resources.datasets import Dataset
 
-    from plangate.replay import GoldenDataset
 
 RECORDED = "recorded"
 """The variant part of the session ids of uploaded recordings."""
@@ -124,7 +126,7 @@ def mirror_dataset(
         if existing and not new and len(existing) == len(examples):
             dataset = client.datasets.get_dataset(dataset=title, timeout=60)
             return _dataset_record(client, dataset, created=0, spans=0, project=project)
-        turns = {(e["metadata"][SESSION_ID], e["metadata"][TURN_INDEX]) for e in new}
+        turns = {(e["metadata"]["session_id"], e["metadata"]["turn_index"]) for e in new}
         agent_spans, uploaded = _upload_turn_spans(client, golden, turns, project, timeout)
         wait_for_spans(client, project, agent_spans.values(), timeout=timeout)
         payload = [_with_span(e, agent_spans) for e in examples]
@@ -149,15 +151,15 @@ def golden_examples(golden: GoldenDataset, sessions: Sequence[str] | None = None
 def _example(dataset: str, session: Mapping[str, Any], turn: Mapping[str, Any]) -> Any:
     session_id, turn_index = str(turn[SESSION_ID]), int(turn[TURN_INDEX])
     content = {
-        "input": {"request": turn["request"], SESSION_ID: session_id, TURN_INDEX: turn_index},
+        "input": {"request": turn["request"], "session_id": session_id, "turn_index": turn_index},
         "output": {
             "answer": turn["answer"],
-            STOP_REASON: turn[STOP_REASON],
+            "stop_reason": turn[STOP_REASON],
             "steps": json.loads(turn["steps"]),
         },
         "metadata": {
-            SESSION_ID: session_id,
-            TURN_INDEX: turn_index,
+            "session_id": session_id,
+            "turn_index": turn_index,
             "dataset": dataset,
             "variant": session["variant"],
             "model": session["model"],
@@ -171,8 +173,8 @@ def _example(dataset: str, session: Mapping[str, Any], turn: Mapping[str, Any]) 
 
 
 def _with_span(example: Any, agent_spans: Mapping[tuple[str, int], str]) -> Any:
-    key = (example["metadata"][SESSION_ID], example["metadata"][TURN_INDEX])
-    return {**example, SPAN_ID: agent_spans.get(key)}
+    key = (example["metadata"]["session_id"], example["metadata"]["turn_index"])
+    return {**example, "span_id": agent_spans.get(key)}
 
 
 def _example_ids(client: Client, name: str) -> set[str]:
@@ -264,18 +266,18 @@ def phoenix_spans(rows: Sequence[Mapping[str, Any]], *, namespace: str) -> list[
         parent = ids.get((row[TRACE_ID], row[PARENT_SPAN_ID]))
         start = _iso(row[START_TIME] or row[END_TIME])
         span: dict[str, Any] = {
-            "name": row["name"],
+            "name": row[NAME],
             "context": {
-                TRACE_ID: traces[row[TRACE_ID]],
-                SPAN_ID: ids[(row[TRACE_ID], row[SPAN_ID])],
+                "trace_id": traces[row[TRACE_ID]],
+                "span_id": ids[(row[TRACE_ID], row[SPAN_ID])],
             },
-            SPAN_KIND: row[SPAN_KIND],
-            START_TIME: start,
-            END_TIME: _iso(row[END_TIME] or row[START_TIME]),
-            STATUS_CODE: row[STATUS_CODE],
-            STATUS_MESSAGE: row[STATUS_MESSAGE] or "",
+            "span_kind": row[SPAN_KIND],
+            "start_time": start,
+            "end_time": _iso(row[END_TIME] or row[START_TIME]),
+            "status_code": row[STATUS_CODE],
+            "status_message": row[STATUS_MESSAGE] or "",
             "attributes": _span_attributes(row, namespace),
-            "events": _span_events(row["events"], start),
+            "events": _span_events(row[EVENTS], start),
         }
         if parent is not None:
             span["parent_id"] = parent
@@ -284,7 +286,7 @@ def phoenix_spans(rows: Sequence[Mapping[str, Any]], *, namespace: str) -> list[
 
 
 def _span_attributes(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    attributes: dict[str, Any] = json.loads(row["attributes"] or "{}")
+    attributes: dict[str, Any] = json.loads(row[ATTRIBUTES] or "{}")
     for column, key in ATTRIBUTE_OF_COLUMN.items():
         if row.get(column) is not None:
             attributes[key] = row[column]

@@ -36,10 +36,10 @@ from plangate.ci.phoenix._annotations import shorten
 from plangate.ci.phoenix._client import client_url, phoenix_errors
 from plangate.ci.phoenix._datasets import PhoenixDataset, PhoenixDatasetError
 from plangate.ci.phoenix._export import namespaced_span
-from plangate.ci.phoenix.names import compare_url, namespace
+from plangate.ci.phoenix.names import TRACES_PATH, compare_url, namespace
 from plangate.evaluators import EvaluatorError, RubricSet, evaluate
 from plangate.evaluators import evaluators as registered
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE
+from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE, VERSION
 from plangate.harness import PlangateError, get_domain, load_variant, model_from_spec
 from plangate.replay import (
     CASSETTE_MODELS,
@@ -50,7 +50,6 @@ from plangate.replay import (
     read_dataset,
     replay_turn,
 )
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 if TYPE_CHECKING:
     from phoenix.client import Client
@@ -136,7 +135,7 @@ def run_experiment(
             variant=variant,
             model=model,
             tools=tools,
-            endpoint=f"{client_url(client)}/v1/traces",
+            endpoint=f"{client_url(client)}{TRACES_PATH}",
         )
         ran = client.experiments.run_experiment(
             dataset=dataset,
@@ -158,7 +157,6 @@ def run_experiment(
 
 
 def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str]:
-
     names = list(chosen or known)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -193,12 +191,12 @@ def _check_examples(dataset: Dataset, golden: GoldenDataset) -> None:
         raise PhoenixDatasetError(f"Phoenix dataset {dataset.name!r} has no examples")
     for example in dataset.examples:
         metadata = example.get("metadata") or {}
-        if SESSION_ID not in metadata or TURN_INDEX not in metadata:
+        if "session_id" not in metadata or "turn_index" not in metadata:
             raise PhoenixDatasetError(
                 f"example {example['id']!r} of Phoenix dataset {dataset.name!r} has no "
                 "session_id and turn_index metadata: is it a mirrored golden dataset?"
             )
-        golden.turn(str(metadata[SESSION_ID]), int(metadata[TURN_INDEX]))
+        golden.turn(str(metadata["session_id"]), int(metadata["turn_index"]))
 
 
 class _Replays:
@@ -232,7 +230,7 @@ class _Replays:
             from opentelemetry import trace
 
             trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
-            replay = self._replay(str(metadata[SESSION_ID]), int(metadata[TURN_INDEX]))
+            replay = self._replay(str(metadata["session_id"]), int(metadata["turn_index"]))
             result, table = run_coroutine(replay)
             scores = evaluate(table, self.rubrics, names=self.names)
             self.scores[trace_id] = {row[EVALUATOR]: row for row in scores.to_pylist()}
@@ -252,18 +250,17 @@ class _Replays:
                     f"no replay scores for run trace {trace_id!r}: the task failed for it"
                 )
             result = {
-                LABEL: row[LABEL],
-                EXPLANATION: shorten(row[EXPLANATION]),
-                "metadata": {PASSED: row[PASSED], "evaluator_version": row["version"]},
+                "label": row[LABEL],
+                "explanation": shorten(row[EXPLANATION]),
+                "metadata": {"passed": row[PASSED], "evaluator_version": row[VERSION]},
             }
             if row[SCORE] is not None:
-                result[SCORE] = row[SCORE]
+                result["score"] = row[SCORE]
             return result
 
         return evaluate_run
 
     async def _replay(self, session_id: str, turn_index: int) -> tuple[ReplayResult, pa.Table]:
-
         provider, memory = _replay_provider(self.endpoint, self.namespace)
         try:
             result = await replay_turn(
@@ -352,7 +349,7 @@ def _experiment_record(
         result = evaluation.result if isinstance(evaluation.result, Mapping) else {}
         # `passed` is in the result's metadata as run, in the run's metadata when read back
         metadata = {**(evaluation.metadata or {}), **(result.get("metadata") or {})}
-        outcome = (result.get(SCORE), bool(metadata.get(PASSED)))
+        outcome = (result.get("score"), bool(metadata.get("passed")))
         results.setdefault(evaluation.name, []).append(outcome)
     scores: dict[str, float | None] = {}
     passed: dict[str, int] = {}

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -52,9 +52,6 @@ from plangate.ci.phoenix.names import (
     server_url,
 )
 from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("plangate.phoenix")
 

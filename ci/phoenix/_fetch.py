@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plangate.ci.phoenix._client import PhoenixError
+from plangate.ci.phoenix._client import PhoenixError, chunks
 from plangate.harness.semconv import ORIGINAL_SESSION_ID
 from plangate.replay import dataset_from_traces, from_phoenix_dataframe, write_dataset
 
@@ -39,7 +39,6 @@ PAGE = 1000
 """Spans asked for per page (Phoenix's own default limit)."""
 TRACES_PER_QUERY = 100
 """Trace ids per span query when fetching chosen sessions (keeps the query text short)."""
-"""The span attribute with a session's original id, when it was exported under a namespaced one."""
 PHOENIX_SPAN_ID = "context.span_id"
 PHOENIX_TRACE_ID = "context.trace_id"
 SESSION_COLUMN = "attributes.session.id"
@@ -82,7 +81,7 @@ def fetch_spans(
     wanted = sorted({trace for ids in traces.values() for trace in ids})
     frames = [
         _paged(client, project, SpanQuery().where(f"trace_id in {chunk!r}"), page_size)
-        for chunk in _chunks(wanted, TRACES_PER_QUERY)
+        for chunk in chunks(wanted, TRACES_PER_QUERY)
     ]
     frame = _concat(frames)
     _verify(frame, _listed(client, project, wanted), f"sessions {', '.join(sessions)}")
@@ -231,7 +230,7 @@ def _listed(client: Client, project: str, traces: Sequence[str] | None) -> set[s
         spans = client.spans.get_spans(project_identifier=project, limit=_ALL)
         return {s["context"]["span_id"] for s in spans}
     listed: set[str] = set()
-    for chunk in _chunks(traces, TRACES_PER_QUERY):
+    for chunk in chunks(traces, TRACES_PER_QUERY):
         spans = client.spans.get_spans(project_identifier=project, trace_ids=chunk, limit=_ALL)
         listed.update(s["context"]["span_id"] for s in spans)
     return listed
@@ -309,8 +308,3 @@ def _trace_sessions(frame: pd.DataFrame) -> dict[str, str]:
         if isinstance(session, str) and session:
             out.setdefault(trace, session)
     return {trace: out.get(trace, trace) for trace in frame[PHOENIX_TRACE_ID]}
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])

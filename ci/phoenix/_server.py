@@ -35,6 +35,7 @@ from plangate.ci.phoenix.names import (
     DEFAULT_PORT,
     ENV_VARIABLE,
     HOST,
+    TRACES_PATH,
 )
 
 logger = logging.getLogger("plangate.phoenix")
@@ -84,7 +85,7 @@ class PhoenixServer:
     @property
     def traces_url(self) -> str:
         """The OTLP/HTTP traces endpoint."""
-        return f"{self.url}/v1/traces"
+        return f"{self.url}{TRACES_PATH}"
 
 
 def server_python(

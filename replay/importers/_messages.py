@@ -158,7 +158,7 @@ def rows_from_messages(
         VARIANT: variant,
     }
     agent_span = span_id_for(trace, 0)
-    start, end = timestamp(start_time, START_TIME), timestamp(end_time, END_TIME)
+    start, end = timestamp(start_time, "start_time"), timestamp(end_time, "end_time")
     windows: list[Window] = [
         (before, time) if time is not None else (None, None)
         for before, time in zip([start, *times], times, strict=False)
@@ -208,7 +208,7 @@ def _check_message(message: Any, index: int) -> Mapping[str, Any]:
 
 def _answered_id(message: Mapping[str, Any]) -> Any:
     """The call id a tool message answers: `tool_call_id` (OpenAI) or `id` (tau2)."""
-    call_id = message.get(TOOL_CALL_ID)
+    call_id = message.get("tool_call_id")
     return message.get("id") if call_id is None else call_id
 
 
@@ -363,7 +363,7 @@ def _events(
                 events.append(_event("user_message", {"content": content}, times[index]))
         elif message["role"] == "tool" and index not in claimed:
             call_id = _answered_id(message)
-            attributes = {TOOL_CALL_ID: str(call_id), "content": content}
+            attributes = {"tool_call_id": str(call_id), "content": content}
             events.append(_event("unmatched_tool_result", attributes, times[index]))
     return canonical_json(events) if events else None
 
@@ -446,7 +446,7 @@ def _conversation_rows(conversation: Any, default_session: str) -> list[Row]:
         messages, session_id, model = conversation, default_session, None
     elif isinstance(conversation, Mapping):
         messages = require(conversation, "messages", list, "a list of messages")
-        session_id = optional(conversation, SESSION_ID, str) or default_session
+        session_id = optional(conversation, "session_id", str) or default_session
         model = optional(conversation, "model", str)
     else:
         raise TraceTableError(

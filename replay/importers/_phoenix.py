@@ -38,11 +38,6 @@ from plangate.replay._openinference import (
 )
 from plangate.replay.importers._registry import importer
 from plangate.replay.schema import (
-    END_TIME,
-    SPAN_KIND,
-    START_TIME,
-    STATUS_CODE,
-    STATUS_MESSAGE,
     TraceTableError,
     build_table,
     to_utc,
@@ -153,17 +148,17 @@ def _span(record: Mapping[str, Any], where: str) -> SpanRecord:
     for column, value in values.items():
         if column.startswith(ATTRIBUTES_PREFIX):
             _flatten(column.removeprefix(ATTRIBUTES_PREFIX), value, attributes)
-    if values.get(SPAN_KIND) is not None:
-        attributes.setdefault(semconv.SPAN_KIND, values[SPAN_KIND])
+    if values.get("span_kind") is not None:
+        attributes.setdefault(semconv.SPAN_KIND, values["span_kind"])
     return SpanRecord(
         trace_id=_required(values, TRACE_ID, where),
         span_id=_required(values, SPAN_ID, where),
         parent_span_id=_optional_text(values.get("parent_id")),
         name=_optional_text(values.get("name")) or "",
-        start_time=_time(values.get(START_TIME), f"{where}, start_time"),
-        end_time=_time(values.get(END_TIME), f"{where}, end_time"),
-        status_code=_status(values.get(STATUS_CODE), where),
-        status_message=_optional_text(values.get(STATUS_MESSAGE)),
+        start_time=_time(values.get("start_time"), f"{where}, start_time"),
+        end_time=_time(values.get("end_time"), f"{where}, end_time"),
+        status_code=_status(values.get("status_code"), where),
+        status_message=_optional_text(values.get("status_message")),
         attributes=attributes,
         events=tuple(
             _event(event, f"{where}, events[{n}]")

@@ -16,7 +16,7 @@ import pyarrow as pa
 from plangate.replay.importers._messages import rows_from_messages
 from plangate.replay.importers._reading import Row, load_json, located, optional, require
 from plangate.replay.importers._registry import importer
-from plangate.replay.schema import END_TIME, START_TIME, TASK_ID, TraceTableError, build_table
+from plangate.replay.schema import TraceTableError, build_table
 
 SOURCE_TAU_BENCH = "tau-bench"
 SOURCE_TAU2 = "tau2"
@@ -57,7 +57,7 @@ def import_tau_bench(path: Path) -> pa.Table:
 
 
 def _tau_bench_rows(record: Any) -> list[Row]:
-    task_id = require(record, TASK_ID, (int, str), "the task's id (an integer or text)")
+    task_id = require(record, "task_id", (int, str), "the task's id (an integer or text)")
     trial = require(record, "trial", int, "the trial number (an integer)")
     reward = require(record, "reward", _NUMBER, "the task's reward (a number)")
     traj = require(record, "traj", list, "the conversation (a list of messages)")
@@ -134,7 +134,7 @@ def _gold_actions(tasks: Any) -> dict[str, Any]:
 
 def _tau2_rows(simulation: Any, model: str | None, gold: dict[str, Any]) -> list[Row]:
     simulation_id = require(simulation, "id", str, "the simulation's id (text)")
-    task_id = str(require(simulation, TASK_ID, (str, int), "the task's id (text)"))
+    task_id = str(require(simulation, "task_id", (str, int), "the task's id (text)"))
     messages = require(simulation, "messages", list, "the conversation (a list of messages)")
     reward_info = optional(simulation, "reward_info", dict) or {}
     with located("reward_info"):
@@ -156,8 +156,8 @@ def _tau2_rows(simulation: Any, model: str | None, gold: dict[str, Any]) -> list
         model_name=model,
         timestamps=[_field(message, "timestamp") for message in messages],
         usage=[_field(message, "usage") for message in messages],
-        start_time=simulation.get(START_TIME),
-        end_time=simulation.get(END_TIME),
+        start_time=simulation.get("start_time"),
+        end_time=simulation.get("end_time"),
         attributes=attributes,
     )
 

@@ -108,10 +108,8 @@ def test_version() -> None:
 
 def test_the_parsers_own_lists_match_the_library() -> None:
     # The parser keeps its own copies: importing replay would load pyarrow for every command.
-    from plangate.ci.cli._arguments import REPLAY_MODEL, SESSION_STATUSES, TOOLS
-    from plangate.harness import SessionStore
+    from plangate.ci.cli._arguments import REPLAY_MODEL, TOOLS
     from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 
     assert TOOLS == TOOL_SOURCES
     assert all(model in REPLAY_MODEL for model in CASSETTE_MODELS)
-    assert SESSION_STATUSES == SessionStore.STATUSES

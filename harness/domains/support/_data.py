@@ -140,7 +140,8 @@ class Customer:
     """Shipping address: street, city, postal_code, country."""
 
 
-def _customers() -> dict[str, Customer]:
+def make_customers() -> dict[str, Customer]:
+    """A fresh copy of the desk's customers, by id."""
     return {
         cid: Customer(
             customer_id=cid,
@@ -181,7 +182,8 @@ def _history(rng: random.Random) -> list[Order]:
     ]
 
 
-def _orders() -> dict[str, Order]:
+def make_orders() -> dict[str, Order]:
+    """A fresh copy of the desk's orders, by id: a seeded history and the recent orders."""
     orders = _history(random.Random(SEED))
     for order_id, customer_id, ordered, status, delivered, skus in _RECENT_ORDERS:
         orders.append(
@@ -197,7 +199,8 @@ def _orders() -> dict[str, Order]:
     return {order.order_id: order for order in orders}
 
 
-def _events(order: Order) -> list[dict[str, str]]:
+def order_events(order: Order) -> list[dict[str, str]]:
+    """An order's tracking events so far, oldest first."""
     steps = [
         (order.ordered_on, "label created"),
         (order.ordered_on + timedelta(days=1), "picked up by UPS"),

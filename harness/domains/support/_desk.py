@@ -22,9 +22,9 @@ from plangate.harness.domains.support._data import (
     Order,
     OrderStatus,
     RefundReason,
-    _customers,
-    _events,
-    _orders,
+    make_customers,
+    make_orders,
+    order_events,
     usd,
 )
 
@@ -47,8 +47,8 @@ def _required(**values: str) -> dict[str, str]:
 class SupportDesk:
     """One session's copy of the support desk: accounts, orders, refunds, outbox, tickets."""
 
-    customers: dict[str, Customer] = field(default_factory=_customers)
-    orders: dict[str, Order] = field(default_factory=_orders)
+    customers: dict[str, Customer] = field(default_factory=make_customers)
+    orders: dict[str, Order] = field(default_factory=make_orders)
     refunds: list[dict[str, Any]] = field(default_factory=list)
     outbox: list[dict[str, str]] = field(default_factory=list)
     tickets: list[dict[str, str]] = field(default_factory=list)
@@ -149,7 +149,7 @@ class SupportDesk:
             "status": order.status,
             "carrier": "UPS",
             "tracking_number": f"1Z999AA1{order.order_id[2:]}{order.ordered_on:%m%d}",
-            "events": _events(order),
+            "events": order_events(order),
         }
         if order.delivered_on is None:
             result["estimated_delivery"] = (order.ordered_on + timedelta(days=5)).isoformat()

@@ -1,0 +1,32 @@
+"""What several commands print: a turn's trajectory, and text cut to one short line."""
+
+from __future__ import annotations
+
+from plangate.harness import TurnResult
+
+
+def print_trajectory(result: TurnResult) -> None:
+    """A readable account of a turn: each call and its result, events, the plan, the stop."""
+    print(f"request: {result.request}")
+    for call in result.tool_calls:
+        mark = {"ok": "→", "error": "✗", "not_run": "·"}[call.status]
+        print(f"  {call.iteration:>2} {mark} {call.name} {short(call.arguments)}")
+        print(f"       {short(call.content)}")
+    for event in result.events:
+        if event.kind not in ("plan_updated", "stop"):
+            print(f"  [{event.kind} at call {event.iteration}] {short(event.detail)}")
+    if result.plan:
+        print("plan:")
+        for item in result.plan:
+            reason = f" ({item.reason})" if item.reason else ""
+            print(f"  {item.status:11s} {item.id}. {item.text}{reason}")
+    detail = f" ({result.stop_detail})" if result.stop_detail else ""
+    print(f"stop: {result.stop_reason}{detail} after {result.iterations} model calls")
+    if result.answer:
+        print(f"answer: {result.answer}")
+
+
+def short(text: str, limit: int = 110) -> str:
+    """`text` on one line (whitespace runs made one space), cut to `limit` with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
