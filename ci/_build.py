@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from plangate.harness import read_text
 from plangate.replay import (
     GoldenDataset,
     concat_tables,
@@ -135,7 +136,7 @@ async def build(spec: Build, root: Path) -> Path:
     recorded = []
     for part in spec.parts:
         path = root / "requests" / f"{part.requests}.json"
-        requests = load_requests(path.read_text(encoding="utf-8"), str(path))
+        requests = load_requests(read_text(path, "requests file"), str(path))
         recorded.append(
             await record(
                 requests,

@@ -186,13 +186,14 @@ def pytest_terminal_summary(
         terminalreporter.write_line(f"plangate gate: could not run: {run.error}", red=True)
         return
     verdict = run.verdict
-    word = "PASS" if verdict.passed else "REGRESSION"
     terminalreporter.write_line(
-        f"plangate gate: {word} ({run.gate.path.name}: all {len(run.cases)} cases, "
-        f"{verdict.repeats} repeat{'s' * (verdict.repeats != 1)} per side)",
+        f"plangate gate: {verdict.word.upper()} ({run.gate.path.name}: all {len(run.cases)} "
+        f"cases, {verdict.repeats} repeat{'s' * (verdict.repeats != 1)} per side)",
         green=verdict.passed,
         red=not verdict.passed,
     )
+    if verdict.undecided is not None:
+        terminalreporter.write_line(f"  no verdict: {verdict.undecided}", red=True)
     for v in verdict.evaluators:
         terminalreporter.write_line(f"  {'✗' if v.failed else '✓'} {v.evaluator}: {v.reason}")
     if run.reports:
@@ -262,8 +263,10 @@ class VerdictItem(GateItem):
     """One evaluator's verdict over all the gate's cases."""
 
     def runtest(self) -> None:
-        """Fail when the evaluator fails the gate, with its reason."""
+        """Fail when the evaluator fails the gate, with its reason; or when there is no verdict."""
         verdict = self.config.stash[RUN].decide()
+        if verdict.undecided is not None:
+            raise ItemFailed(f"the gate cannot decide: {verdict.undecided}")
         decision = next(v for v in verdict.evaluators if v.evaluator == self.evaluator)
         if decision.failed:
             raise ItemFailed(f"{self.evaluator} fails the gate: {decision.reason}")
@@ -277,7 +280,8 @@ def check_case(result: CaseResult) -> None:
     the gate compares the candidate with the baseline, and an equal failure is no change; a low
     absolute pass rate is for the verdict item to flag, through `min_pass_rate`. Nor is it a
     warning: under `filterwarnings = error`, common in CI, a warning would fail an item the
-    gate passes. `pass` and `improved` pass.
+    gate passes. `pass` and `improved` pass. A case the evaluator cannot judge on a side (`n/a`)
+    is skipped with the reason; one whose every repeat on a side errored is an error.
     """
     outcomes = f"baseline {_marks(result.baseline)}"
     if result.noise:
@@ -292,6 +296,10 @@ def check_case(result: CaseResult) -> None:
         raise ItemFailed(f"regressed ({outcomes}): {result.explanation}")
     if result.status == "flaky":
         pytest.skip(f"flaky ({outcomes}): {result.explanation}")
+    if result.status == "n/a":
+        pytest.skip(result.why_not_applicable)
+    if result.status == "error":
+        raise ItemFailed(f"not judged, the turn errored: {result.explanation}")
 
 
 def _marks(outcomes: tuple[bool, ...]) -> str:

@@ -1,6 +1,8 @@
 """A score table in brief: per evaluator its turns, passes, mean score; failing turns; pass@k.
 
-What `plangate eval` prints (or, with `--json`, writes as JSON).
+What `plangate eval` prints (or, with `--json`, writes as JSON). A pass rate counts the turns
+that passed or failed; the ones that were not applicable and the errored ones are counted beside
+it, never in it (no applicable turn: no rate).
 """
 
 from __future__ import annotations
@@ -10,7 +12,16 @@ from typing import Any
 import pyarrow as pa
 
 from plangate.evaluators import repeat_scores
-from plangate.evaluators.scores import EVALUATOR, PASSED, SCORE, VERSION
+from plangate.evaluators.scores import (
+    ERROR,
+    EVALUATOR,
+    FAIL,
+    NOT_APPLICABLE,
+    OUTCOME,
+    PASS,
+    SCORE,
+    VERSION,
+)
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 MAX_FAILURES = 20
@@ -23,17 +34,23 @@ def summarize(scores: pa.Table) -> dict[str, Any]:
     rows = []
     for name, group in frame.groupby(EVALUATOR, sort=True):
         mean = group[SCORE].mean()
+        counts = group[OUTCOME].value_counts()
+        passed, failed = int(counts.get(PASS, 0)), int(counts.get(FAIL, 0))
         rows.append(
             {
                 "evaluator": name,
                 "version": int(group[VERSION].iloc[0]),
                 "turns": len(group),
-                "passed": int(group[PASSED].sum()),
-                "pass_rate": float(group[PASSED].mean()),
+                "passed": passed,
+                "failed": failed,
+                "not_applicable": int(counts.get(NOT_APPLICABLE, 0)),
+                "errors": int(counts.get(ERROR, 0)),
+                "pass_rate": passed / (passed + failed) if passed + failed else None,
                 "mean_score": None if mean != mean else float(mean),
             }
         )
-    failed = frame[~frame[PASSED]].sort_values([EVALUATOR, SESSION_ID, TURN_INDEX])
+    failed = frame[frame[OUTCOME] == FAIL].sort_values([EVALUATOR, SESSION_ID, TURN_INDEX])
+    errored = frame[frame[OUTCOME] == ERROR].drop_duplicates([SESSION_ID, TURN_INDEX])
     summary: dict[str, Any] = {
         "evaluators": rows,
         "failures": [
@@ -47,6 +64,11 @@ def summarize(scores: pa.Table) -> dict[str, Any]:
             for r in failed.head(MAX_FAILURES).itertuples(index=False)
         ],
         "failures_total": len(failed),
+        "errors": [
+            {"session_id": r.session_id, "turn_index": int(r.turn_index), "error": r.explanation}
+            for r in errored.head(MAX_FAILURES).itertuples(index=False)
+        ],
+        "errors_total": len(errored),
     }
     if "task_completion" in set(frame[EVALUATOR]):
         summary["repeats"] = [

@@ -44,12 +44,13 @@ from plangate.replay.schema import (
 NAME = "latency"
 
 
-@evaluator(NAME, version=1)
+@evaluator(NAME, version=2)
 def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
     """Wall time per turn, split into model, tool and harness time; iterations and tokens.
 
     A turn passes when it is within its rubric's `max_seconds` and `max_iterations` (each only
-    when given). Without timestamps the score is null and only the iteration budget applies.
+    when given). Without timestamps the score is null and only the iteration budget applies;
+    without a budget that applies the turn is not applicable (its time is still the score).
 
     Args:
         frame: The prepared trace table.
@@ -112,6 +113,8 @@ def _row(key: tuple[str, int], record: dict[str, Any], rubric: Rubric | None) ->
         over.append(f"{wall:.2f} s is over the budget of {max_seconds:g} s")
     if max_iterations is not None and iterations > max_iterations:
         over.append(f"{iterations} iterations are over the budget of {max_iterations}")
+    # Without a budget that can be checked, a time is a measurement, not a pass: n/a.
+    judged = max_iterations is not None or (max_seconds is not None and wall is not None)
     details = _details(record, max_seconds, max_iterations)
     parts = [_timing(details), _counts(details)]
     if over:
@@ -127,7 +130,7 @@ def _row(key: tuple[str, int], record: dict[str, Any], rubric: Rubric | None) ->
         SESSION_ID: key[0],
         TURN_INDEX: key[1],
         SCORE: wall,
-        PASSED: not over,
+        PASSED: not over if judged else None,
         LABEL: label,
         EXPLANATION: "; ".join(over + parts),
         DETAILS: details,

@@ -42,7 +42,7 @@ from plangate.replay.schema import (
 )
 
 
-@evaluator("tool_call_loops", version=1)
+@evaluator("tool_call_loops", version=2)
 def tool_call_loops(
     frame: TraceFrame, rubrics: RubricSet, max_repeats: int = 2, max_cycle_calls: int = 3
 ) -> pd.DataFrame:
@@ -151,10 +151,10 @@ def _row(stats: dict[str, Any], max_repeats: int, max_cycle_calls: int) -> dict[
     if calls == 0:
         return {
             **base,
-            SCORE: 1.0,
-            PASSED: True,
+            SCORE: None,
+            PASSED: None,
             LABEL: "no calls",
-            EXPLANATION: "no tool calls",
+            EXPLANATION: "not applicable: the turn made no tool calls",
             DETAILS: {"calls": 0},
         }
     longest = int(stats["longest"])

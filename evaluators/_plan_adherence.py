@@ -54,7 +54,7 @@ CLOSED = ("completed", "blocked", "failed")
 _STEP = ["turn", "seq"]
 
 
-@evaluator("plan_adherence", version=1)
+@evaluator("plan_adherence", version=2)
 def plan_adherence(
     frame: TraceFrame,
     rubrics: RubricSet,
@@ -384,7 +384,7 @@ def _since(call: int, previous: str) -> str:
 def _parse_plan(text: str) -> list[dict[str, Any]]:
     try:
         value = json.loads(text)
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, json.JSONDecodeError, RecursionError):
         return []
     if not isinstance(value, list):
         return []

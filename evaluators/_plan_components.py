@@ -48,10 +48,11 @@ def verdict(
         return {
             **base,
             SCORE: None,
-            PASSED: not plan_expected,
+            PASSED: False if plan_expected else None,
             LABEL: "no plan",
-            EXPLANATION: "no plan in this turn"
-            + ("; the rubric expects one" if plan_expected else ""),
+            EXPLANATION: "no plan in this turn; the rubric expects one"
+            if plan_expected
+            else "not applicable: no plan in this turn",
             DETAILS: {"plan": False, "plan_expected": plan_expected},
         }
     components = [build(record, limits) for build in _COMPONENTS]

@@ -2,8 +2,10 @@
 
 With n tries of a task and c of them passing, pass@k = 1 - C(n-c, k) / C(n, k) and
 pass^k = C(c, k) / C(n, k), averaged over tasks (the unbiased estimators; tau-bench's pass^k).
-Tasks are grouped by `task_id`; a turn without one is a task tried once. A task with fewer than k
-tries cannot say anything about k tries and is left out (the result says how many were used).
+Tasks are grouped by `task_id`; a turn without one is a task tried once. Only tries that passed
+or failed count: a not-applicable or errored try says nothing about the task. A task with fewer
+than k such tries cannot say anything about k tries and is left out (the result says how many
+were used).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from math import comb
 import pandas as pd
 import pyarrow as pa
 
-from plangate.evaluators.scores import EVALUATOR, PASSED
+from plangate.evaluators.scores import APPLICABLE, EVALUATOR, OUTCOME, PASS
 from plangate.harness import PlangateError
 from plangate.replay.schema import SESSION_ID, TASK_ID, TURN_INDEX
 
@@ -36,15 +38,16 @@ class RepeatScore:
 def task_outcomes(
     scores: pa.Table | pd.DataFrame, evaluator: str = "task_completion"
 ) -> pd.DataFrame:
-    """Per task: tries `n` and passes `c` for one evaluator."""
+    """Per task: applicable tries `n` and passes `c` for one evaluator."""
     frame = scores.to_pandas() if isinstance(scores, pa.Table) else scores
     rows = frame[frame[EVALUATOR] == evaluator]
     if rows.empty:
         raise PlangateError(f"no {evaluator!r} scores to count repeats from")
+    rows = rows[rows[OUTCOME].isin(APPLICABLE)]
     task = rows[TASK_ID].where(
         rows[TASK_ID].notna(), rows[SESSION_ID] + "#" + rows[TURN_INDEX].astype(str)
     )
-    grouped = rows.assign(task=task).groupby("task")[PASSED]
+    grouped = (rows[OUTCOME] == PASS).groupby(task)
     return pd.DataFrame({"n": grouped.size(), "c": grouped.sum().astype(int)})
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from plangate.harness import PlangateError
+from plangate.harness import PlangateError, read_text
 
 RUBRIC_VERSION = 1
 
@@ -207,13 +207,10 @@ def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
 def load_rubrics(path: str | Path) -> RubricSet:
     """Read a rubric file (JSON or TOML): `{"default": {...}, "turns": [{...}, ...]}`."""
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RubricError(f"cannot read rubric file {source}: {exc.strerror}") from exc
+    text = read_text(source, "rubric file", RubricError)
     try:
         data = tomllib.loads(text) if source.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise RubricError(
             f"{source}: not valid {'TOML' if source.suffix == '.toml' else 'JSON'}: {exc}"
         ) from exc
@@ -293,7 +290,7 @@ _PATH_PART = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[['\"]([^'\"]+)['\"]\]"
 def _check_json_path(answer: str, path: str, expected: Any) -> str | None:
     try:
         value: Any = json.loads(answer)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return f"answer is not JSON, so {path} cannot be read"
     rest = path[1:] if path.startswith("$") else path
     position = 0

@@ -6,6 +6,11 @@ item was left pending or in progress, blocked items carry a reason, and its rubr
 (required calls, forbidden tools, required plan items, whether a plan was expected, answer
 checks). The score is the share of checks that hold; the explanation lists the ones that fail,
 with the evidence.
+
+How a turn ended is judged only in plangate's own words (`STOP_REASONS`): another agent's stop
+reason ("user_stop", "submitted") says nothing about an explicit finish. A turn with nothing to
+judge (no reward, no rubric, no plan, no stop reason of ours) is not applicable: an agent that
+said "Sorry, I could not reach the carrier" has not completed its task just because it stopped.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from plangate.evaluators.scores import (
     SCORE,
     TURN_KEY,
 )
-from plangate.replay.schema import SESSION_ID, TOOL_ARGS, TOOL_NAME, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, STOP_REASONS, TOOL_ARGS, TOOL_NAME, TURN_INDEX
 
 OPEN = ("pending", "in_progress")
 _MARK = {
@@ -48,6 +53,8 @@ class Checks:
     applied: int = 0
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ending_judged: bool = False
+    """Whether how the turn ended was checked (only in plangate's own stop reasons)."""
 
     def check(self, ok: bool, failure: str) -> None:
         """Apply one check."""
@@ -56,7 +63,7 @@ class Checks:
             self.failures.append(failure)
 
 
-@evaluator("task_completion", version=1)
+@evaluator("task_completion", version=2)
 def task_completion(
     frame: TraceFrame, rubrics: RubricSet, reward_threshold: float = 1.0
 ) -> pd.DataFrame:
@@ -105,7 +112,10 @@ def _judge(
     stop = None if _missing(turn.stop_reason) else str(turn.stop_reason)
     if stop is None:
         checks.notes.append("the source does not say how the turn ended")
+    elif stop not in STOP_REASONS:
+        checks.notes.append(f"the source's stop reason {stop!r} is not judged")
     else:
+        checks.ending_judged = True
         checks.check(stop == "finished", f"stopped by {stop}, not by finish")
     items = plan or []
     open_items = [i for i in items if i.get("status") in OPEN]
@@ -159,14 +169,16 @@ def _row(key: tuple[str, int], checks: Checks, plan: list[dict[str, Any]] | None
     passed = not checks.failures
     score = (checks.applied - len(checks.failures)) / checks.applied if checks.applied else None
     if not checks.applied:
-        explanation = "nothing to check: no stop reason, plan or rubric"
+        explanation = "not applicable: no reward, rubric, plan or finish to judge"
         if checks.notes:
             explanation += f" ({'; '.join(checks.notes)})"
         details = {"checks": 0, "failures": [], "plan_items": 0}
-        return {**_key(key), SCORE: None, PASSED: True, LABEL: "no evidence",
+        return {**_key(key), SCORE: None, PASSED: None, LABEL: "no evidence",
                 EXPLANATION: explanation, DETAILS: details}  # fmt: skip
     if passed:
-        explanation = "ended by finish with every plan item closed" if plan else "ended by finish"
+        held = ["ended by finish"] if checks.ending_judged else []
+        held += ["every plan item closed"] if plan else []
+        explanation = " with ".join(held) or "the rubric holds"
         if checks.applied > 2:
             explanation += f"; all {checks.applied} checks hold"
     else:
@@ -211,7 +223,7 @@ def _parse(arguments: Any) -> Mapping[str, Any] | None:
         return None
     try:
         value = json.loads(arguments)
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -83,7 +83,7 @@ class Comparison:
     mismatches: list[str] = field(default_factory=list)
 
 
-@evaluator("trajectory_match", version=1)
+@evaluator("trajectory_match", version=2)
 def trajectory_match(
     frame: TraceFrame, rubrics: RubricSet, ignore_tools: Iterable[str] = IGNORED_TOOLS
 ) -> pd.DataFrame:
@@ -147,9 +147,9 @@ def _row(
         return {
             **base,
             SCORE: None,
-            PASSED: True,
+            PASSED: None,
             LABEL: "no rubric",
-            EXPLANATION: "the rubric names no required tools",
+            EXPLANATION: "not applicable: no rubric names the tools this turn must call",
             DETAILS: {"calls": len(actual), "ignored_calls": skipped},
         }
     expected = list(rubric.required_tools)
@@ -289,6 +289,6 @@ def _parse(text: str) -> Mapping[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

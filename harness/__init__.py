@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from plangate.harness._agent import Agent
 from plangate.harness._call_runs import call_runs
 from plangate.harness._errors import ConfigError, PlangateError, SessionError
+from plangate.harness._files import json_problem, read_text, write_text_atomic
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -113,12 +114,15 @@ __all__ = [
     "canonical_json",
     "domain_names",
     "get_domain",
+    "json_problem",
     "load_variant",
     "message_from_dict",
     "message_to_dict",
     "model_from_spec",
     "parse_variant",
+    "read_text",
     "render_result",
     "session_state",
     "tool",
+    "write_text_atomic",
 ]

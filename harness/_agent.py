@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plangate.harness._config import AgentConfig
+from plangate.harness._errors import SessionError
 from plangate.harness._session import Session
 
 
@@ -31,5 +32,11 @@ class Agent(AgentConfig):
         session = Session(self, session_id, user_id, metadata or {})
         saved = self.store.load(session_id) if self.store is not None else None
         if saved is not None:
+            if saved.variant != self.variant.name:
+                raise SessionError(
+                    f"session {session_id!r} was saved by variant {saved.variant!r}, and this "
+                    f"agent runs {self.variant.name!r}: its state does not fit; use another "
+                    f"session id, or variant {saved.variant!r} to continue it"
+                )
             session.restore(saved.state)
         return session

@@ -41,7 +41,7 @@ class AgentConfig:
     `llm.input_messages.*` attributes (costs one attribute per message field per call)."""
     store: SessionStore | None = None
     """Where sessions are saved after every change (None: not saved)."""
-    memory_dir: Path | None = None
-    """Folder of the per-user memory files (with `context.memory`)."""
+    memory_dir: Path | str | None = None
+    """Folder of the per-user memory files (with `context.memory`): a path or a `str`."""
     skills: Sequence[Any] = ()
     """Skills the agent can load on demand (with `context.skills`)."""

@@ -34,7 +34,7 @@ def parse_json(text: str) -> Any:
     """`json.loads(text)` for a str, quicker for the usual text with no whitespace around it."""
     try:
         value, end = _DECODER.raw_decode(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return json.loads(text)  # leading whitespace is fine; anything else raises as loads does
     return value if end == len(text) else json.loads(text)
 
@@ -43,7 +43,7 @@ def parse_object(text: str) -> dict[str, Any] | None:
     """Arguments text parsed, when it is a JSON object (empty text is `{}`); None otherwise."""
     try:
         value = parse_json(text or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -55,7 +55,7 @@ def canonical_arguments_text(text: str) -> str:
     """
     try:
         return canonical_json(parse_json(text or "{}"))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return text
 
 

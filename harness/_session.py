@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from plangate.harness._config import AgentConfig
@@ -53,7 +54,8 @@ class Session(TurnLoop):
             metadata={"variant": agent.variant.name, **metadata},
             messages=agent.trace_messages,
         )
-        self.features = build_features(self, memory_dir=agent.memory_dir, skills=agent.skills)
+        memory_dir = Path(agent.memory_dir) if agent.memory_dir is not None else None
+        self.features = build_features(self, memory_dir=memory_dir, skills=agent.skills)
         self._turn = None
         self._proposal = None
 

@@ -405,12 +405,12 @@ async def run_tool(
     else:
         try:
             arguments = parse_json(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             return _error(
                 call,
                 None,
-                f"The arguments of {call.name!r} are not valid JSON ({exc.msg} at "
-                f"position {exc.pos}). Send a JSON object that matches the tool's schema.",
+                f"The arguments of {call.name!r} are not valid JSON ({_where(exc)}). "
+                "Send a JSON object that matches the tool's schema.",
             )
     if not isinstance(arguments, dict):
         return _error(call, None, f"The arguments of {call.name!r} must be a JSON object.")
@@ -442,3 +442,9 @@ async def run_tool(
 
 def _error(call: ToolCall, arguments: Mapping[str, Any] | None, message: str) -> ToolResult:
     return ToolResult(call=call, content=message, status="error", arguments=arguments)
+
+
+def _where(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at position {exc.pos}"
+    return "nested too deeply to read"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from plangate.harness._errors import ConfigError
+from plangate.harness._files import read_text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,11 +124,7 @@ def load_variant(name_or_path: str | Path) -> Variant:
     text = str(name_or_path)
     if text.endswith(".toml") or Path(text).is_file():
         path = Path(text)
-        try:
-            source = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read variant file {path}: {exc.strerror}") from exc
-        return parse_variant(source, str(path))
+        return parse_variant(read_text(path, "variant file"), str(path))
     if text not in builtin_variants():
         choices = ", ".join(builtin_variants())
         raise ConfigError(

@@ -223,9 +223,13 @@ def read_dataset(folder: str | Path) -> GoldenDataset:
     """Read a dataset; any problem `validate_dataset` finds is a `DatasetError`."""
     problems = validate_dataset(folder)
     if problems:
-        shown = "\n  ".join(problems[:10])
-        more = f"\n  … and {len(problems) - 10} more" if len(problems) > 10 else ""
-        raise DatasetError(f"{folder}: not a valid golden dataset:\n  {shown}{more}")
+        more = (
+            f" (and {len(problems) - 1} more problems: `plangate dataset validate {folder}` "
+            "lists them)"
+            if len(problems) > 1
+            else ""
+        )
+        raise DatasetError(f"{folder}: not a valid golden dataset: {problems[0]}{more}")
     return _load(Path(folder))
 
 
@@ -247,7 +251,7 @@ def validate_dataset(folder: str | Path) -> list[str]:
         return [f"{path / MANIFEST}: missing; is {path} a golden dataset folder?"]
     try:
         manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         return [f"{path / MANIFEST}: not valid JSON ({exc})"]
     problems = _check_manifest(path, manifest)
     if problems:
@@ -356,7 +360,7 @@ def _check_rubric(text: str | None, row: int) -> list[str]:
         return []
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         return [f"turns.parquet: column 'rubric', row {row}: not valid JSON ({exc})"]
     if not isinstance(value, dict):
         return [f"turns.parquet: column 'rubric', row {row}: expected a JSON object"]

@@ -192,7 +192,7 @@ def _order(row: Row) -> tuple[int, float]:
 def _attributes(row: Row) -> dict[str, Any]:
     try:
         value = json.loads(row[ATTRIBUTES] or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
     return _flatten(value) if isinstance(value, dict) else {}
 
@@ -308,7 +308,7 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
 def _request_messages(llm: Row) -> list[Row]:
     try:
         value = json.loads(llm[INPUT_VALUE] or "")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return []
     messages = value.get("messages") if isinstance(value, dict) else None
     return list(messages) if isinstance(messages, list) else []
@@ -345,7 +345,7 @@ def _offered(attributes: dict[str, Any]) -> list[str]:
             continue
         try:
             schema = json.loads(value) if isinstance(value, str) else value
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(schema, dict):
             function = schema.get("function", schema)
@@ -415,7 +415,7 @@ def _events(agent: Row | None) -> list[dict[str, Any]]:
         return []
     try:
         events = json.loads(agent[EVENTS])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return []
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
@@ -465,7 +465,7 @@ def _error_type(row: Row) -> str:
         return ""
     try:
         events = json.loads(row["events"])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return ""
     for event in events if isinstance(events, list) else []:
         if isinstance(event, dict) and event.get("name") == "exception":

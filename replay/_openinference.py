@@ -260,7 +260,7 @@ def _parsed(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return value
     return value
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from opentelemetry.sdk.trace import SpanProcessor
 
 from plangate.harness import (
@@ -39,7 +40,10 @@ from plangate.replay._dataset import (
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._redact import Redactor
 from plangate.replay.schema import (
+    ERROR_STOP_REASONS,
     SESSION_ID,
+    SPAN_KIND,
+    STATUS_MESSAGE,
     STOP_REASON,
     TOOL_ARGS,
     TOOL_NAME,
@@ -92,13 +96,15 @@ def load_requests(text: str, where: str) -> list[SessionRequest]:
     """
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         try:
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise DatasetError(f"{where}: neither JSON nor JSON Lines ({exc})") from exc
     if not isinstance(data, list):
         raise DatasetError(f"{where}: expected a list of sessions")
+    if not data:
+        raise DatasetError(f"{where}: holds no sessions; expected a JSON list of sessions")
     return [_session_request(entry, f"{where}: session {i}") for i, entry in enumerate(data)]
 
 
@@ -143,11 +149,17 @@ async def record(
     redact: Iterable[str] = (),
     memory_dir: Path | None = None,
     span_processor: SpanProcessor | None = None,
+    allow_errors: bool = False,
 ) -> GoldenDataset:
     """Run every session and return the golden dataset (redacted, not yet written).
 
     `span_processor` also receives every span (e.g. an export to Phoenix); the dataset's trace
     table is the same with or without it.
+
+    Raises:
+        DatasetError: A turn ended in an infrastructure error (the model endpoint kept
+            failing) and `allow_errors` is false: such a golden records nothing the agent did,
+            and a replay against a dead endpoint would call it identical.
     """
     extra = (span_processor,) if span_processor is not None else ()
     redactor = Redactor(redact)
@@ -170,6 +182,8 @@ async def record(
         exchanges.extend(_exchange_row(e) for e in recorder.exchanges)
         tool_rows.extend(_tool_row(r) for r in recorder.tool_records)
         span_tables.append(exporter.table())
+    if not allow_errors:
+        _refuse_errors(turns, concat_tables(span_tables))
     dataset = GoldenDataset(
         name=name,
         description=description,
@@ -180,6 +194,27 @@ async def record(
         tool_cassette=table_of(redactor.data(tool_rows), TOOL_CASSETTE),
     )
     return dataset
+
+
+def _refuse_errors(turns: list[dict[str, Any]], spans: pa.Table) -> None:
+    errored = [t for t in turns if t[STOP_REASON] in ERROR_STOP_REASONS]
+    if not errored:
+        return
+    first = errored[0]
+    agents = spans.filter(pc.equal(spans[SPAN_KIND], "AGENT")).to_pylist()
+    detail = next(
+        (
+            a[STATUS_MESSAGE]
+            for a in agents
+            if (a[SESSION_ID], a[TURN_INDEX]) == (first[SESSION_ID], first[TURN_INDEX])
+        ),
+        None,
+    )
+    raise DatasetError(
+        f"{len(errored)} of {len(turns)} recorded turns ended in {first[STOP_REASON]} (first: "
+        f"session {first[SESSION_ID]!r} turn {first[TURN_INDEX]}: {detail or 'no detail'}); "
+        "nothing was written: fix the model endpoint, or pass --allow-errors to keep them"
+    )
 
 
 async def _record_session(

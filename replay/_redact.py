@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from plangate.harness import ConfigError
+
 REDACTED = "[REDACTED]"
 
 PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -27,11 +29,20 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
 """What counts as a secret by default."""
 
 
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(
+            f"redact pattern {pattern!r} is not a valid regular expression ({exc}); fix --redact"
+        ) from exc
+
+
 class Redactor:
     """Replaces secrets in text, and in every string of nested data."""
 
     def __init__(self, extra: Iterable[str] = ()) -> None:
-        self.patterns: Sequence[re.Pattern[str]] = (*PATTERNS, *(re.compile(p) for p in extra))
+        self.patterns: Sequence[re.Pattern[str]] = (*PATTERNS, *(_compile(p) for p in extra))
         self.count = 0
         """How many secrets were replaced so far."""
 

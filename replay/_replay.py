@@ -36,7 +36,7 @@ from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
 from plangate.replay._dataset import DatasetError, GoldenDataset
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._record import steps
-from plangate.replay.schema import SESSION_ID
+from plangate.replay.schema import ERROR_STOP_REASONS, SESSION_ID
 
 ToolSource = Literal["cassette", "live"]
 """Where a replayed turn's tool results come from."""
@@ -123,7 +123,7 @@ async def replay_turn(
     seed: int | None = None,
     span_processor: SpanProcessor | None = None,
 ) -> ReplayResult:
-    """Replay one turn; a strict cassette mismatch is reported in `error`, not raised.
+    """Replay one turn; a strict cassette mismatch or a failed model is in `error`, not raised.
 
     The spans go to a trace table (`table`), and also to `span_processor` if given (e.g. an
     export to Phoenix); or, with `tracer_provider`, only to that provider.
@@ -167,6 +167,10 @@ async def replay_turn(
     replayed = steps(result)
     served = cassette if isinstance(cassette, CassetteModel) else None
     table = exporter.table() if exporter is not None else None
+    error = served.failure if served else None
+    if error is None and result.stop_reason in ERROR_STOP_REASONS:
+        # Never "identical": a golden recorded against a dead endpoint matches any other one.
+        error = f"the model failed: {result.stop_detail}"
     return ReplayResult(
         **base,
         replayed=replayed,
@@ -174,7 +178,7 @@ async def replay_turn(
         result=result,
         table=table,
         drift=list(served.drift) if served else [],
-        error=served.failure if served else None,
+        error=error,
     )
 
 

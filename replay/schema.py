@@ -81,6 +81,9 @@ STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
 STOP_REASONS = HARNESS_STOP_REASONS
 """The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
+ERROR_STOP_REASONS = frozenset({"model_error"})
+"""Stop reasons that are infrastructure failures (the model endpoint kept failing), not something
+the agent did: the turn is an error, neither a pass nor a fail."""
 PLAN_TOOLS = HARNESS_PLAN_TOOLS
 """The `tool_name`s of plan bookkeeping: the todo and the dependency dialects' tools."""
 CONTROL_TOOLS = frozenset({FINISH})
@@ -258,15 +261,31 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     return target
 
 
+def read_parquet(
+    path: str | Path, what: str, error: type[PlangateError] = TraceTableError
+) -> pa.Table:
+    """One Parquet file holding `what`.
+
+    Raises:
+        PlangateError: `error`, naming the path: it is missing, a folder, or not readable
+            Parquet (truncated, random, not Parquet at all).
+    """
+    source = Path(path)
+    if not source.exists():
+        raise error(f"{source}: no such file; expected {what}")
+    if not source.is_file():
+        raise error(f"{source}: not a file; expected {what} (one .parquet file)")
+    try:
+        return pq.read_table(source)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise error(f"{source}: not a readable Parquet file ({detail}); expected {what}") from exc
+
+
 def read_table(path: str | Path) -> pa.Table:
     """Read and check a trace table written by `write_table` (or any producer of the schema)."""
     source = Path(path)
-    try:
-        table = pq.read_table(source)
-    except FileNotFoundError as exc:
-        raise TraceTableError(f"{source}: no such file") from exc
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceTableError(f"{source}: not a Parquet file ({exc})") from exc
+    table = read_parquet(source, "a trace table")
     metadata = table.schema.metadata or {}
     version = metadata.get(b"plangate.version")
     if version is not None and int(version) > SCHEMA_VERSION:

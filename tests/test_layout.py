@@ -32,8 +32,8 @@ PACKAGES = ("harness", "replay", "evaluators", "ci")
 """The layers, lowest first: folders of the repository, installed as `plangate.<folder>`."""
 MAX_LINES = 500
 
-EVALUATORS_FROM_HARNESS = frozenset({"call_runs", "PlangateError"})
-"""What evaluators may take from harness: the run detector and the base error."""
+EVALUATORS_FROM_HARNESS = frozenset({"call_runs", "PlangateError", "read_text"})
+"""What evaluators may take from harness: the run detector, the base error, reading a file."""
 
 
 @dataclass(frozen=True, slots=True)

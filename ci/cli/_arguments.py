@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from plangate.ci.cli._flags import at_least_one, endpoint
 from plangate.ci.phoenix.names import (
     DEFAULT_ENV,
     DEFAULT_FOLDER,
@@ -141,6 +142,7 @@ def _agent(parser: argparse.ArgumentParser, *, variant: str | None, model: str |
         "observability)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of a simulated model (default 0)")
+    endpoint(parser)
 
 
 def _sessions(parser: argparse.ArgumentParser, what: str = "only this session") -> None:
@@ -191,7 +193,9 @@ def _tools(parser: argparse.ArgumentParser, *, default: str | None = "cassette")
 
 def _run(commands: Commands) -> None:
     run = commands.add_parser("run", help="run one request through the reference agent")
-    run.add_argument("request", help="what the user asks")
+    run.add_argument(
+        "request", help="what the user asks; @FILE reads it from a file, - from standard input"
+    )
     _agent(run, variant="alyx", model="sim:diligent")
     run.add_argument(
         "--session", metavar="ID", default=None, help="session id (default: a random one)"
@@ -299,6 +303,11 @@ def _record(commands: Commands) -> None:
         metavar="REGEX",
         help="also redact what this matches, besides API keys and tokens (repeatable)",
     )
+    recording.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help="write the dataset even if turns ended in model_error (default: refuse, exit 2)",
+    )
     export_to_phoenix(recording)
 
 
@@ -354,6 +363,7 @@ def _replay(commands: Commands) -> None:
         "--model", default="cassette", help=f"where answers come from: {REPLAY_MODEL}"
     )
     _tools(replaying)
+    endpoint(replaying)
     replaying.add_argument(
         "-o", "--output", metavar="TABLE.parquet", help="also write the replays' spans here"
     )
@@ -361,7 +371,9 @@ def _replay(commands: Commands) -> None:
     replaying.add_argument(
         "--shard", metavar="i/n", help="only every n-th turn, starting at the i-th"
     )
-    replaying.add_argument("--jobs", type=int, default=4, help="turns replayed at once (default 4)")
+    replaying.add_argument(
+        "--jobs", type=at_least_one, default=4, help="turns replayed at once (default 4)"
+    )
     export_to_phoenix(replaying)
 
 
@@ -371,7 +383,10 @@ def _gate(commands: Commands) -> None:
     gate.add_argument(
         "-o", "--output", default="out/gate", help="the report folder (default out/gate)"
     )
-    gate.add_argument("--repeats", type=int, help="instead of the gate file's gate.repeats")
+    gate.add_argument(
+        "--repeats", type=at_least_one, help="instead of the gate file's gate.repeats (>= 1)"
+    )
+    endpoint(gate)
     export_to_phoenix(gate)
 
 
@@ -392,7 +407,10 @@ def _compare(commands: Commands) -> None:
     )
     compare.add_argument("--model", help=MODEL + " (default: the gate's candidate model)")
     _tools(compare, default=None)
-    compare.add_argument("--repeats", type=int, help="repeats per case (default: the gate's)")
+    compare.add_argument(
+        "--repeats", type=at_least_one, help="repeats per case, >= 1 (default: the gate's)"
+    )
+    endpoint(compare)
     _evaluators(compare)
     _json(compare, "the comparison")
 

@@ -17,7 +17,7 @@ from plangate.ci._turns import select_turns
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._printing import short
 from plangate.ci.phoenix import PhoenixExport, replay_processor
-from plangate.harness import PlangateError
+from plangate.harness import PlangateError, read_text
 from plangate.replay import (
     CASSETTE_MODELS,
     GoldenDataset,
@@ -41,11 +41,7 @@ CONTEXT = 2
 def record(args: argparse.Namespace) -> int:
     """`plangate record ... -o datasets/NAME`: record sessions as a golden dataset."""
     path = Path(args.requests)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlangateError(f"cannot read requests file {path}: {exc.strerror}") from exc
-    requests = load_requests(text, str(path))
+    requests = load_requests(read_text(path, "requests file"), str(path))
     name = args.name or Path(args.output).name
     with exporting(args) as export:
         processor = export.processor(dataset=name, variant=args.variant) if export else None
@@ -60,6 +56,7 @@ def record(args: argparse.Namespace) -> int:
                 description=args.description,
                 redact=args.redact,
                 span_processor=processor,
+                allow_errors=args.allow_errors,
             )
         )
     target = write_dataset(dataset, args.output)
@@ -102,8 +99,6 @@ def _written(target: Path, dataset: GoldenDataset) -> str:
 
 def replay(args: argparse.Namespace) -> int:
     """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored."""
-    if args.jobs < 1:
-        raise PlangateError(f"--jobs {args.jobs}: expected at least 1")
     if args.model not in CASSETTE_MODELS and ":" not in args.model:
         raise PlangateError(
             f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"

@@ -62,7 +62,7 @@ def main_gate(gate_file: str | None, output: str) -> bool:
     print_verdict(verdict, files)
     if gate_file is not None:
         return True
-    caught = not verdict.passed and any(
+    caught = verdict.exit_code == 1 and any(
         v.failed and v.evaluator == "task_completion" for v in verdict.evaluators
     )
     mark = "✓" if caught else "✗"

@@ -55,7 +55,7 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
             )
         try:
             value: Any = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             value = raw
         params.setdefault(name, {})[key] = value
     return params
@@ -64,28 +64,26 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
 def print_summary(summary: dict[str, Any], title: str) -> None:
     """The summary as rich tables."""
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
     table = Table(title=f"scores of {title}", title_justify="left")
-    for column in ("evaluator", "version", "turns", "passed", "pass rate", "mean score"):
-        table.add_column(column, justify="left" if column == "evaluator" else "right")
+    table.add_column("evaluator", no_wrap=True)
+    for column in ("version", "turns", "passed", "n/a", "errors", "pass rate", "mean score"):
+        table.add_column(column, justify="right")
     for row in summary["evaluators"]:
         mean = "—" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
+        applicable = row["passed"] + row["failed"]
+        rate = "n/a" if row["pass_rate"] is None else f"{row['pass_rate']:.1%}"
         table.add_row(
-            row["evaluator"], str(row["version"]), str(row["turns"]), str(row["passed"]),
-            f"{row['pass_rate']:.1%}", mean,
+            row["evaluator"], str(row["version"]), str(row["turns"]),
+            f"{row['passed']}/{applicable}", str(row["not_applicable"]), str(row["errors"]),
+            rate, mean,
         )  # fmt: skip
     console.print(table)
+    if summary["errors"]:
+        _print_errors(console, summary)
     if summary["failures"]:
-        failures = Table(
-            title=f"failing turns ({len(summary['failures'])} of {summary['failures_total']})",
-            title_justify="left",
-        )
-        for column in ("evaluator", "session", "turn", "label", "explanation"):
-            failures.add_column(column, overflow="fold")
-        for f in summary["failures"]:
-            failures.add_row(
-                f["evaluator"], f["session_id"], str(f["turn_index"]), f["label"], f["explanation"]
-            )
-        console.print(failures)
+        _print_failures(console, summary)
     repeats = summary.get("repeats", [])
     if len(repeats) > 1:
         grid = Table(title="task completion across repeats", title_justify="left")
@@ -94,6 +92,32 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
         for r in repeats:
             grid.add_row(str(r["k"]), _fmt(r["pass_at_k"]), _fmt(r["pass_hat_k"]), str(r["tasks"]))
         console.print(grid)
+
+
+def _print_failures(console: Console, summary: dict[str, Any]) -> None:
+    failures = Table(
+        title=f"failing turns ({len(summary['failures'])} of {summary['failures_total']})",
+        title_justify="left",
+    )
+    for column in ("evaluator", "session", "turn", "label", "explanation"):
+        failures.add_column(column, overflow="fold")
+    for f in summary["failures"]:
+        failures.add_row(
+            f["evaluator"], f["session_id"], str(f["turn_index"]), f["label"], f["explanation"]
+        )
+    console.print(failures)
+
+
+def _print_errors(console: Console, summary: dict[str, Any]) -> None:
+    errors = Table(
+        title=f"errored turns, not judged ({len(summary['errors'])} of {summary['errors_total']})",
+        title_justify="left",
+    )
+    for column in ("session", "turn", "error"):
+        errors.add_column(column, overflow="fold")
+    for e in summary["errors"]:
+        errors.add_row(e["session_id"], str(e["turn_index"]), e["error"])
+    console.print(errors)
 
 
 def _fmt(value: float | None) -> str:

@@ -77,7 +77,7 @@ def compare(args: argparse.Namespace) -> int:
         rules = {n: gate.evaluators.get(n, EvaluatorRule()) for n in args.evaluator}
         gate = dataclasses.replace(gate, evaluators=rules)
     if args.repeats is not None:
-        gate = dataclasses.replace(gate, repeats=max(1, args.repeats))
+        gate = dataclasses.replace(gate, repeats=args.repeats)
     model = args.model or gate.candidate.model
     tools = args.tools or gate.candidate.tools
     result = asyncio.run(compare_variants(gate, args.variants, model=model, tools=tools))
@@ -125,14 +125,22 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)
-    word = "[green]PASS[/green]" if verdict.passed else "[red]REGRESSION[/red]"
+    word = {
+        "pass": "[green]PASS[/green]",
+        "regression": "[red]REGRESSION[/red]",
+        "cannot decide": "[yellow]CANNOT DECIDE[/yellow]",
+    }[verdict.word]
     console.print(f"plangate gate: {word}", highlight=False)
+    if verdict.undecided is not None:
+        console.print(f"  {verdict.undecided}", highlight=False, markup=False)
     noise = ", noise floor: baseline against itself" if verdict.noise_floor else ""
     table = Table(
         title=f"{verdict.baseline} → {verdict.candidate}, {verdict.repeats} repeats{noise}",
         title_justify="left",
     )
-    columns = ("evaluator", "verdict", "worse", "better", "flaky", "noise floor", "p", "pass^k")
+    columns = (
+        "evaluator", "verdict", "worse", "better", "flaky", "n/a", "noise floor", "p", "pass^k"
+    )  # fmt: skip
     for column in (*columns, "Δ score (95% CI)"):
         table.add_column(column, no_wrap=True)
     for v in verdict.evaluators:
@@ -142,6 +150,7 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
             str(v.regressed),
             str(v.improved),
             str(v.flaky),
+            str(v.not_applicable + v.errors),
             "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better",
             f"{v.p_value:.3g}",
             f"{v.baseline_pass_hat_k:.2f} → {v.candidate_pass_hat_k:.2f}",

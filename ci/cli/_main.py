@@ -1,22 +1,41 @@
 """The `plangate` command: its parser, and the handler of each command, loaded when it runs.
 
-A user's mistake (an unknown variant, model or domain, a malformed file) exits with code 2 and
-one line that names it, never a traceback. Each command's handler module is imported only when
-that command runs, so a command pays only for what it uses (`plangate run` never loads pandas).
+One exit-code contract for every command:
+
+- 0: success, or the gate passes;
+- 1: a regression (or a failed demo claim, or differences found by `dataset validate` and
+  `replay`);
+- 2: unusable input (an unknown variant, a malformed or unreadable file, a model endpoint that
+  kept failing, a gate that cannot decide), with one line that names it;
+- 3: an internal error: one line, and the path of a log file that holds the traceback;
+- 130: interrupted (Ctrl-C), one line.
+
+Never a traceback on the terminal. Each command's handler module is imported only when that
+command runs, so a command pays only for what it uses (`plangate run` never loads pandas).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import cast
 
 from plangate.ci.cli._arguments import add_commands
+from plangate.ci.cli._flags import ENDPOINT_FLAGS
 from plangate.harness import PlangateError
 
 EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+LOG_FOLDER_VARIABLE = "PLANGATE_LOG_DIR"
+"""Where internal-error logs go (default: `plangate` in the system's temporary folder)."""
 
 HANDLERS = {
     "run": "plangate.ci.cli._run:run",
@@ -65,13 +84,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `plangate` command line; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    verb = getattr(args, f"{args.command}_command", None)
     try:
+        args = build_parser().parse_args(argv)
+        verb = getattr(args, f"{args.command}_command", None)
+        for flag, variable in ENDPOINT_FLAGS.items():  # read where openai: models are made
+            if getattr(args, flag, None) is not None:
+                os.environ[variable] = str(getattr(args, flag))
         return handler(f"{args.command} {verb}" if verb else args.command)(args)
     except PlangateError as exc:
         print(f"plangate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("plangate: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        if exc.filename is None:
+            return _internal(exc)
+        # A path the user named (or its folder) cannot be read or written: full, read-only,
+        # missing. Nothing of ours is broken; the path and the reason say what to fix.
+        print(f"plangate: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        return _internal(exc)
+
+
+def _internal(exc: BaseException) -> int:
+    """A bug: one line, and the traceback in a log file (secrets redacted) for the report."""
+    line = f"{type(exc).__name__}: {_first_line(exc)}"
+    where = ""
+    try:
+        from plangate.replay import Redactor  # only on this path: it costs nothing otherwise
+
+        redact = Redactor().text
+        line = redact(line)
+        folder = Path(
+            os.environ.get(LOG_FOLDER_VARIABLE) or Path(tempfile.gettempdir()) / "plangate"
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        log = folder / f"crash-{stamp}-{os.getpid()}.log"
+        log.write_text(redact("".join(traceback.format_exception(exc))), encoding="utf-8")
+        where = f"; the traceback is in {log}"
+    except Exception:  # the log is a courtesy: never hide the error behind a second one
+        pass
+    print(f"plangate: internal error: {line}{where} (please report it)", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
 
 def handler(command: str) -> Handler:

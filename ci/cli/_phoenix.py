@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from plangate.ci.cli._exporting import phoenix_project, phoenix_url
 from plangate.ci.phoenix import (
-    AnnotationError,
     annotate,
     client_url,
     compare_url,
@@ -27,7 +25,7 @@ from plangate.ci.phoenix import (
     mirror_dataset,
     run_experiment,
 )
-from plangate.evaluators.scores import EVALUATOR, PASSED
+from plangate.evaluators.scores import EVALUATOR, FAIL, OUTCOME, read_scores
 from plangate.replay import read_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
@@ -126,17 +124,14 @@ def _mirror(args: argparse.Namespace, client: Client) -> Any:
 
 
 def _read_scores(path: str) -> Any:
-    try:
-        return pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise AnnotationError(f"cannot read the score table {path}: {exc}") from exc
+    return read_scores(path)
 
 
 def _print_failures(scores: Any, urls: dict[tuple[str, int], str] | Any) -> None:
     failing = [
         row
         for row in scores.to_pylist()
-        if not row[PASSED] and (row[SESSION_ID], row[TURN_INDEX]) in urls
+        if row[OUTCOME] == FAIL and (row[SESSION_ID], row[TURN_INDEX]) in urls
     ]
     for row in failing[:SHOWN_FAILURES]:
         key = (row[SESSION_ID], row[TURN_INDEX])

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from plangate.ci._telemetry import telemetry
 from plangate.ci.cli._exporting import exporting
@@ -14,15 +15,18 @@ from plangate.ci.phoenix import with_export
 from plangate.harness import (
     BEHAVIOURS,
     Agent,
+    ConfigError,
     SessionStore,
     builtin_variants,
     domain_names,
     get_domain,
     load_variant,
     model_from_spec,
+    read_text,
 )
 
 EXIT_OK = 0
+EXIT_MODEL_FAILED = 2
 
 
 def variants(args: argparse.Namespace) -> int:
@@ -47,8 +51,26 @@ def models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def read_request(text: str) -> str:
+    """The request as given: `@FILE` reads a file (UTF-8), `-` standard input, else the text."""
+    if text == "-":
+        return sys.stdin.read()
+    if not text.startswith("@"):
+        return text
+    path = Path(text[1:])
+    request = read_text(path, "request file")
+    if not request.strip():
+        raise ConfigError(f"{path}: the request file is empty; write the request in it")
+    return request
+
+
 def run(args: argparse.Namespace) -> int:
-    """`plangate run REQUEST`: one turn of the reference agent, its trajectory printed."""
+    """`plangate run REQUEST`: one turn of the reference agent, its trajectory printed.
+
+    Exit 0 when the turn ran (whatever the agent did), 2 when the model failed for good
+    (`model_error`: nothing the agent did can be judged from it).
+    """
+    request = read_request(args.request)
     variant = load_variant(args.variant)
     domain = get_domain(args.domain)
     model = model_from_spec(args.model, domain=domain, seed=args.seed)
@@ -70,13 +92,16 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             session = agent.session(args.session, metadata=metadata)
-            result = asyncio.run(session.run_turn(args.request))
+            result = asyncio.run(session.run_turn(request))
         finally:
             wiring.shutdown()
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print_trajectory(result)
+    if result.stop_reason == "model_error":
+        print(f"plangate: error: the model failed: {result.stop_detail}", file=sys.stderr)
+        return EXIT_MODEL_FAILED
     if result.stop_reason == "awaiting_approval":
         store = f" --store {args.store}" if args.store else ""
         print(

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from plangate.harness import (
     get_domain,
     load_variant,
     model_from_spec,
+    read_text,
 )
 
 
@@ -77,6 +79,9 @@ def resume(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print_trajectory(result)
+    if result.stop_reason == "model_error":
+        print(f"plangate: error: the model failed: {result.stop_detail}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -110,11 +115,10 @@ def _session(args: argparse.Namespace) -> Any:
 
 
 def _steps(path: Path) -> list[dict[str, Any]]:
+    text = read_text(path, "plan file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PlangateError(f"cannot read plan file {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise PlangateError(f"{path}: not valid JSON ({exc})") from exc
     steps = data.get("steps", data) if isinstance(data, dict) else data
     if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):

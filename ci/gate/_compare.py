@@ -1,10 +1,12 @@
 """`plangate compare VARIANT...`: harness variants side by side on every evaluator, with intervals.
 
 Every variant replays the same golden cases with the same seeds (repeat r of case n gets the same
-seed in every variant), so differences pair up case by case. Per variant and evaluator: the pass
-rate with a bootstrap interval over cases, pass^k, and the mean score with its interval. Each
-later variant is also set against the first: the paired interval of the per-case pass-rate
-change and the two-sided exact test on the cases that got worse or better.
+seed in every variant), so differences pair up case by case. Only judged repeats count (not the
+not-applicable or errored ones), and a change pairs only the cases both variants were judged on.
+Per variant and evaluator: the pass rate with a bootstrap interval over cases, pass^k, and the
+mean score with its interval. Each later variant is also set against the first: the paired
+interval of the per-case pass-rate change and the two-sided exact test on the cases that got
+worse or better.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from plangate.ci.gate._gate import gate_cases, gate_rubrics, replay_scores
+from plangate.ci.gate._gate import gate_cases, gate_rubrics, judged, replay_scores
 from plangate.ci.gate._gate_file import GateFile, Side
 from plangate.ci.gate._scores import runs_from_scores
 from plangate.ci.gate._stats import Interval, mcnemar_exact, paired_bootstrap
@@ -39,6 +41,9 @@ class VariantScore:
     better: int = 0
     p_value: float = 1.0
     """Two-sided exact test on worse against better."""
+    not_applicable: int = 0
+    """Cases this variant could not be judged on (no evidence, or every repeat errored): left
+    out of its rates."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,10 +78,11 @@ async def compare(gate: GateFile, variants: Sequence[str], *, model: str, tools:
     rows = []
     first = per_variant[variants[0]]
     for name in names:
+        base = [judged(first[(case, name)]) for case in cases]
         for variant in variants:
             runs = per_variant[variant]
-            outcomes = [tuple(o[0] for o in runs[(case, name)]) for case in cases]
-            rates = [pass_rate(o) for o in outcomes]
+            outcomes = [judged(runs[(case, name)]) for case in cases]
+            applicable = [o for o in outcomes if o]
             scores = [
                 sum(s) / len(s)
                 for case in cases
@@ -85,13 +91,18 @@ async def compare(gate: GateFile, variants: Sequence[str], *, model: str, tools:
             row = VariantScore(
                 variant=variant,
                 evaluator=name,
-                pass_rate=paired_bootstrap(rates, seed=gate.seed),
-                pass_hat_k=sum(pass_hat_k(len(o), sum(o), len(o)) for o in outcomes) / len(cases),
+                pass_rate=paired_bootstrap([pass_rate(o) for o in applicable], seed=gate.seed),
+                pass_hat_k=_mean([pass_hat_k(len(o), sum(o), len(o)) for o in applicable]),
                 score=paired_bootstrap(scores, seed=gate.seed) if scores else None,
+                not_applicable=len(cases) - len(applicable),
             )
             if variant != variants[0]:
-                base = [pass_rate(tuple(o[0] for o in first[(case, name)])) for case in cases]
-                changes = [new - old for new, old in zip(rates, base, strict=True)]
+                # Paired: only the cases both variants could be judged on.
+                changes = [
+                    pass_rate(new) - pass_rate(old)
+                    for new, old in zip(outcomes, base, strict=True)
+                    if new and old
+                ]
                 worse = sum(c < 0 for c in changes)
                 better = sum(c > 0 for c in changes)
                 row = replace(
@@ -110,3 +121,7 @@ async def compare(gate: GateFile, variants: Sequence[str], *, model: str, tools:
         model=model,
         scores=rows,
     )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

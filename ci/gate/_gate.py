@@ -16,7 +16,13 @@ listed apart from the regressions, and unable to fail the gate on its own.
 
 A side can also be a stored score table (one written by an earlier gate run), so a pull request
 is compared with what main scored without replaying main again.
-Exit codes: 0 pass, 1 regression, 2 unusable input.
+
+Only judged repeats count: a repeat where the evaluator had no evidence (`n/a`) or whose turn
+ended in an infrastructure error is left out, and a case is compared only when both sides have a
+judged repeat. The gate cannot decide (exit 2) when a side has more errored turns than
+`gate.max_errors` (default 0: a dead model endpoint is never a verdict), or when an evaluator has
+no applicable case on a side (unless `allow_not_applicable`); its reports still say why.
+Exit codes: 0 pass, 1 regression, 2 unusable input or cannot decide.
 """
 
 from __future__ import annotations
@@ -44,11 +50,21 @@ from plangate.ci.gate._verdict import (
     CaseResult,
     EvaluatorVerdict,
     NoiseFloor,
+    TurnError,
     Verdict,
     pass_change,
     pass_rate,
 )
 from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate, pass_hat_k
+from plangate.evaluators.scores import (
+    APPLICABLE,
+    ERROR,
+    EXPLANATION,
+    FAIL,
+    NOT_APPLICABLE,
+    OUTCOME,
+    PASS,
+)
 from plangate.replay import GoldenDataset, concat_tables, read_dataset, replay_turn
 from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
 
@@ -105,8 +121,12 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         baseline, noise = _split_noise(baseline, gate.baseline)
     results = _compare(gate, baseline, candidate, noise, cases, names)
     verdicts = [_decide(gate, name, [r for r in results if r.evaluator == name]) for name in names]
+    errors = tuple(e for side, table in side_scores.items() for e in turn_errors(side, table))
+    undecided = _undecided(gate, errors, results)
     return Verdict(
-        passed=not any(v.failed for v in verdicts),
+        passed=undecided is None and not any(v.failed for v in verdicts),
+        undecided=undecided,
+        errors=errors,
         repeats=k,
         alpha=gate.alpha,
         evaluators=verdicts,
@@ -116,6 +136,50 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         noise_floor=gate.noise_floor,
         scores=side_scores,
     )
+
+
+def turn_errors(side: str, scores: pa.Table) -> list[TurnError]:
+    """The turns of one side's scores that errored, once per turn and repeat."""
+    seen: dict[tuple[str, int, int], TurnError] = {}
+    rows = scores.select([SESSION_ID, TURN_INDEX, TRIAL, OUTCOME, EXPLANATION]).to_pylist()
+    for row in rows:
+        key = (row[SESSION_ID], row[TURN_INDEX], row[TRIAL] or 0)
+        if row[OUTCOME] == ERROR and key not in seen:
+            seen[key] = TurnError(
+                side=side, session_id=key[0], turn_index=key[1], trial=key[2],
+                message=row[EXPLANATION] or "",
+            )  # fmt: skip
+    return list(seen.values())
+
+
+def _undecided(
+    gate: GateFile, errors: Sequence[TurnError], results: Sequence[CaseResult]
+) -> str | None:
+    """Why the evidence cannot give a verdict, or None when it can."""
+    reasons = []
+    for side in ("baseline", "candidate"):
+        mine = [e for e in errors if e.side == side]
+        if len(mine) > gate.max_errors:
+            first = mine[0]
+            reasons.append(
+                f"the {side} has {len(mine)} errored turn(s), more than gate.max_errors = "
+                f"{gate.max_errors}; first: session {first.session_id!r} turn "
+                f"{first.turn_index} (repeat {first.trial}): {first.message}"
+            )
+    if reasons:  # with the model down, every evaluator is empty too: say the cause only
+        return "; ".join(reasons)
+    for name, rule in gate.evaluators.items():
+        cases = [r for r in results if r.evaluator == name]
+        for side in ("baseline", "candidate"):
+            if rule.allow_not_applicable or any(getattr(r, side) for r in cases):
+                continue
+            example = f" ({cases[0].explanation})" if cases and side == "candidate" else ""
+            reasons.append(
+                f"evaluator {name!r} has no applicable case on the {side}{example}: give the "
+                f"cases rubrics it can judge, or set evaluators.{name}.allow_not_applicable = "
+                "true in the gate file"
+            )
+    return "; ".join(reasons) or None
 
 
 def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:
@@ -260,27 +324,41 @@ def _compare(
             base = baseline[(case, name)]
             cand = candidate[(case, name)]
             again = noise[(case, name)] if noise is not None else []
-            failing = next((text for ok, text, _ in cand if not ok), cand[0][1])
+            failing = next((text for kind, text, _ in cand if kind == FAIL), cand[0][1])
             results.append(
                 CaseResult(
                     dataset=case[0],
                     session_id=case[1],
                     turn_index=case[2],
                     evaluator=name,
-                    baseline=tuple(o[0] for o in base),
-                    candidate=tuple(o[0] for o in cand),
+                    baseline=judged(base),
+                    candidate=judged(cand),
                     explanation=failing,
                     baseline_score=_mean_score(base),
                     candidate_score=_mean_score(cand),
-                    noise=tuple(o[0] for o in again),
+                    noise=judged(again),
                     noise_score=_mean_score(again),
                     min_pass_rate=gate.evaluators[name].case_minimum(case[1], case[2]),
+                    baseline_na=_count([*base, *again], NOT_APPLICABLE),
+                    candidate_na=_count(cand, NOT_APPLICABLE),
+                    baseline_errors=_count([*base, *again], ERROR),
+                    candidate_errors=_count(cand, ERROR),
                 )  # fmt: skip
             )
     return results
 
 
-def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVerdict:
+def judged(outcomes: Sequence[Outcome]) -> tuple[bool, ...]:
+    """The repeats an evaluator judged, as passed or not (n/a and errored ones left out)."""
+    return tuple(kind == PASS for kind, _, _ in outcomes if kind in APPLICABLE)
+
+
+def _count(outcomes: Sequence[Outcome], kind: str) -> int:
+    return sum(1 for k, _, _ in outcomes if k == kind)
+
+
+def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerdict:
+    results = [r for r in every if r.applicable]
     regressed = sum(r.change < 0 for r in results)
     improved = sum(r.change > 0 for r in results)
     p_value = regression_p_value(regressed, improved)
@@ -300,7 +378,7 @@ def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVe
                 else ""
             )
         )
-    if rule.min_pass_rate is not None and rate < rule.min_pass_rate:
+    if rule.min_pass_rate is not None and results and rate < rule.min_pass_rate:
         failures.append(f"pass rate {rate:.1%} is below the minimum {rule.min_pass_rate:.1%}")
     if below:
         first = below[0]
@@ -309,15 +387,18 @@ def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVe
             f"{first.turn_index}: {pass_rate(first.candidate):.0%} < {first.min_pass_rate:.0%}"
         )
     summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
+    skipped = len(every) - len(results)
+    if skipped:
+        summary += f" of {len(results)} judged cases ({skipped} not applicable or errored)"
     if noise is not None:
         summary += f"; noise floor {noise.regressed} regressed, {noise.improved} improved"
         if regressed and p_value < gate.alpha and beyond is not None and beyond >= gate.alpha:
             summary += f" (not beyond it: p = {beyond:.3g})"
         if noise.p_value < gate.alpha:
             summary += "; the baseline is unstable against itself: add repeats"
-    paired = [
+    paired = [  # scores pair up wherever both sides have one (latency's time, even unbudgeted)
         (r.baseline_score, r.candidate_score)
-        for r in results
+        for r in every
         if r.baseline_score is not None and r.candidate_score is not None
     ]
     difference = paired_bootstrap([c - b for b, c in paired], seed=gate.seed) if paired else None
@@ -329,11 +410,13 @@ def _decide(gate: GateFile, name: str, results: list[CaseResult]) -> EvaluatorVe
     return EvaluatorVerdict(
         evaluator=name, regressed=regressed, improved=improved,
         score_difference=difference, ratio=ratio, noise=noise, p_beyond_noise=beyond,
-        flaky=sum(r.flaky for r in results), cases=len(results), p_value=p_value,
+        flaky=sum(r.flaky for r in results), cases=len(every), p_value=p_value,
         baseline_pass_hat_k=_pass_hat_k([r.baseline for r in results]),
         candidate_pass_hat_k=_pass_hat_k([r.candidate for r in results]),
         candidate_pass_rate=rate, min_pass_rate=rule.min_pass_rate, failed=bool(failures),
         reason="; ".join(failures) if failures else summary, below_minimum=len(below),
+        not_applicable=sum(r.status == "n/a" for r in every),
+        errors=sum(r.status == "error" for r in every),
         datasets={
             d: (
                 _pass_hat_k([r.baseline for r in results if r.dataset == d]),

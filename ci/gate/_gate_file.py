@@ -6,6 +6,7 @@
     alpha = 0.05                # significance of a regression on pass/fail flips
     jobs = 4                    # turns replayed at once
     noise_floor = true          # also replay the baseline against itself (fresh seeds)
+    max_errors = 0              # errored turns a side may have before the gate cannot decide
 
     [[datasets]]
     path = "datasets/observability-core"
@@ -30,7 +31,10 @@
     cases = { "obs-003" = 1.0, "obs-004:1" = 0.6 }   # per case (session, or session:turn)
     [evaluators.tool_call_loops]
     min_pass_rate = 0.95
+    [evaluators.plan_adherence]
+    allow_not_applicable = true # gate even if no case has a plan on one side (else exit 2)
 
+Relative paths (datasets, variant files, score tables) are relative to the gate file's folder.
 Every mistake is a `GateFileError` naming the file, the key and the allowed values.
 """
 
@@ -42,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from plangate.evaluators import evaluators as registered
-from plangate.harness import PlangateError, load_variant
+from plangate.harness import PlangateError, load_variant, read_text
 from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 
-EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases"})
+EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
 SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
-GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor"})
+GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor", "max_errors"})
 
 DEFAULT_GATE = Path(__file__).resolve().parent.parent / "gate.toml"
 """The shipped gate file: the shipped golden datasets and the default evaluators."""
@@ -92,6 +96,8 @@ class EvaluatorRule:
     params: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, float] = field(default_factory=dict)
     """Per-case minimum pass rates, keyed `SESSION` (every turn) or `SESSION:TURN`."""
+    allow_not_applicable: bool = False
+    """Decide even when no case is applicable on a side (otherwise the gate cannot decide)."""
 
     def case_minimum(self, session_id: str, turn_index: int) -> float | None:
         """The case's own minimum pass rate, if the gate file sets one."""
@@ -113,15 +119,16 @@ class GateFile:
     jobs: int = 4
     noise_floor: bool = True
     """Replay the baseline a second time with fresh seeds; the verdict must beat that noise."""
+    max_errors: int = 0
+    """Errored turns (infrastructure failures) a side may have; beyond, the gate cannot decide."""
 
 
 def load_gate(path: str | Path) -> GateFile:
     """Read and check a gate file."""
     source = Path(path)
+    text = read_text(source, "gate file", GateFileError)
     try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise GateFileError(f"cannot read gate file {source}: {exc.strerror}") from exc
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise GateFileError(f"{source}: not valid TOML: {exc}") from exc
     return parse_gate(data, source)
@@ -150,6 +157,7 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         alpha=_alpha(settings.get("alpha", 0.05), source),
         jobs=_int(settings, "jobs", 4, 1, source),
         noise_floor=noise_floor,
+        max_errors=_int(settings, "max_errors", 0, 0, source),
     )
 
 
@@ -208,11 +216,14 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     tools = side.get("tools", "cassette")
     if tools not in TOOL_SOURCES:
         raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
+    variant = side["variant"]
+    if variant.endswith(".toml") and not Path(variant).is_absolute():
+        variant = str(source.parent / variant)
     try:
-        load_variant(side["variant"])
+        load_variant(variant)
     except PlangateError as exc:
         raise GateFileError(f"{source}: {name}.variant: {exc}") from exc
-    return Side(variant=side["variant"], model=model, tools=tools, seed=seed)
+    return Side(variant=variant, model=model, tools=tools, seed=seed)
 
 
 def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
@@ -224,7 +235,14 @@ def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
         rate = rule.get("min_pass_rate")
         if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
             raise GateFileError(f"{source}: evaluators.{name}.min_pass_rate must be in [0, 1]")
+        allow = rule.get("allow_not_applicable", False)
+        if not isinstance(allow, bool):
+            raise GateFileError(
+                f"{source}: evaluators.{name}.allow_not_applicable must be true or false, "
+                f"not {allow!r}"
+            )
         rules[name] = EvaluatorRule(
+            allow_not_applicable=allow,
             min_pass_rate=rate,
             params=dict(rule.get("params", {})),
             cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),

@@ -35,6 +35,7 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8p
 .verdict { display: inline-block; padding: 6px 18px; border-radius: 6px; color: #fff;
   font-size: 26px; font-weight: 700; letter-spacing: .02em; margin: 8px 0; }
 .pass { background: #2e7d32; } .regression { background: #c62828; }
+.undecided { background: #b26a00; }
 .meta { color: #555; }
 table { border-collapse: collapse; width: 100%; background: #fff; font-size: 14px; }
 th, td { border: 1px solid #dde; padding: 5px 8px; text-align: left; vertical-align: top; }
@@ -60,7 +61,7 @@ def html_report(verdict: Verdict) -> str:
     Returns:
         The page, ready to write to report.html.
     """
-    title = "plangate: pass" if verdict.passed else "plangate: regression"
+    title = f"plangate: {verdict.word}"
     sections = [
         _header(verdict),
         _evaluator_table(verdict),
@@ -85,8 +86,24 @@ def _ranked(verdict: Verdict) -> list[EvaluatorVerdict]:
 
 
 def _header(verdict: Verdict) -> str:
-    word, css = ("PASS", "pass") if verdict.passed else ("REGRESSION", "regression")
+    word = verdict.word.upper()
+    css = {"pass": "pass", "regression": "regression", "cannot decide": "undecided"}[verdict.word]
     turns = {(c.dataset, c.session_id, c.turn_index) for c in verdict.cases}
+    why = (
+        f'<p class="note"><b>No verdict</b>: {escape(verdict.undecided)}</p>\n'
+        if verdict.undecided is not None
+        else ""
+    )
+    errors = "".join(
+        f"<li>{escape(e.side)} {escape(e.session_id)} turn {e.turn_index} repeat {e.trial}: "
+        f"{escape(e.message)}</li>"
+        for e in verdict.errors[:20]
+    )
+    listed = (
+        f"<h2>Errored turns ({len(verdict.errors)}), not judged</h2>\n<ul>{errors}</ul>\n"
+        if errors
+        else ""
+    )
     return (
         "<h1>plangate gate report</h1>\n"
         f'<div class="verdict {css}">plangate: {word}</div>\n'
@@ -94,14 +111,14 @@ def _header(verdict: Verdict) -> str:
         f"<code>{escape(verdict.candidate)}</code>: {verdict.repeats} repeats per side, "
         f"α = {verdict.alpha:g}, {len(turns)} golden turns, {len(verdict.evaluators)} evaluators"
         f"{'; noise floor: the baseline against itself' if verdict.noise_floor else ''}; exit "
-        f"code {verdict.exit_code}.</p>"
+        f"code {verdict.exit_code}.</p>\n{why}{listed}"
     )
 
 
 def _evaluator_table(verdict: Verdict) -> str:
     timed = any(v.ratio is not None for v in verdict.evaluators)
     head = [
-        "evaluator", "verdict", "regressed", "improved", "flaky", "noise floor",
+        "evaluator", "verdict", "regressed", "improved", "flaky", "n/a", "noise floor",
         "pass^k baseline → candidate", "p", "Δ score (95% CI)",
         *(["latency ratio (95% CI)"] if timed else []),
     ]  # fmt: skip
@@ -114,6 +131,7 @@ def _evaluator_table(verdict: Verdict) -> str:
             f"<td>{escape(v.evaluator)}</td>",
             f'<td class="reason">{state}: {escape(v.reason)}</td>',
             *(f'<td class="num">{n}</td>' for n in (v.regressed, v.improved, v.flaky)),
+            f'<td class="num">{v.not_applicable + v.errors}</td>',
             "<td>—</td>"
             if v.noise is None
             else f"<td>{v.noise.regressed} worse, {v.noise.improved} better</td>",

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from plangate.ci.gate._gate import SpanProcessors, run_gate
-from plangate.ci.gate._gate_file import load_gate
+from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._reports import write_reports
 from plangate.ci.gate._verdict import Verdict
 from plangate.replay import write_parquet
@@ -39,6 +39,8 @@ def gate_with_reports(
     """
     gate = load_gate(gate_file)
     if repeats is not None:
-        gate = dataclasses.replace(gate, repeats=max(1, repeats))
+        if repeats < 1:
+            raise GateFileError(f"repeats must be a whole number >= 1, not {repeats!r}")
+        gate = dataclasses.replace(gate, repeats=repeats)
     verdict = asyncio.run(run_gate(gate, span_processors=span_processors))
     return verdict, write_outputs(verdict, output)

@@ -3,7 +3,9 @@
 The HTML page for people, with plots, is built in `_html_report`.
 
 Regressions come first, worst (most significant) evaluator first; each failing case carries its
-evaluator's explanation, so a reader sees the evidence without opening a trace.
+evaluator's explanation, so a reader sees the evidence without opening a trace. A gate that
+cannot decide says why at the top, and lists the errored turns; cases an evaluator could not
+judge are counted (n/a), and in JUnit they are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -27,7 +29,19 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
     """The verdict as JSON-able data."""
     return {
         "passed": verdict.passed,
+        "verdict": verdict.word,
         "exit_code": verdict.exit_code,
+        "undecided": verdict.undecided,
+        "errors": [
+            {
+                "side": e.side,
+                "session_id": e.session_id,
+                "turn_index": e.turn_index,
+                "trial": e.trial,
+                "message": e.message,
+            }
+            for e in verdict.errors
+        ],
         "repeats": verdict.repeats,
         "alpha": verdict.alpha,
         "baseline": verdict.baseline,
@@ -52,6 +66,8 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "noise_floor": _noise(v.noise),
                 "p_beyond_noise": v.p_beyond_noise,
                 "below_minimum": v.below_minimum,
+                "not_applicable": v.not_applicable,
+                "errors": v.errors,
                 "datasets": {
                     name: {"baseline_pass_hat_k": base, "candidate_pass_hat_k": cand}
                     for name, (base, cand) in v.datasets.items()
@@ -69,6 +85,10 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "baseline": list(c.baseline),
                 "candidate": list(c.candidate),
                 "noise": list(c.noise),
+                "baseline_not_applicable": c.baseline_na,
+                "candidate_not_applicable": c.candidate_na,
+                "baseline_errors": c.baseline_errors,
+                "candidate_errors": c.candidate_errors,
                 "baseline_pass_hat_k": c.baseline_pass_hat_k,
                 "candidate_pass_hat_k": c.candidate_pass_hat_k,
                 "baseline_score": c.baseline_score,
@@ -107,21 +127,27 @@ def _ci(interval: Any) -> str:
 
 def markdown(verdict: Verdict) -> str:
     """A summary for the pull request: the verdict, then the worst regressions first."""
-    head = "✅ **plangate: pass**" if verdict.passed else "❌ **plangate: regression**"
+    icon = {"pass": "✅", "regression": "❌", "cannot decide": "⚠️"}[verdict.word]
+    head = f"{icon} **plangate: {verdict.word}**"
     noise = ", noise floor: the baseline against itself" if verdict.noise_floor else ""
     lines = [
         f"{head}: `{verdict.baseline}` → `{verdict.candidate}` ({verdict.repeats} repeats per "
         f"side, α = {verdict.alpha}{noise})",
         "",
-        "| evaluator | verdict | regressed | improved | flaky | noise floor | pass^k baseline → "
-        "candidate | p | Δ score (95% CI) |",
-        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    if verdict.undecided is not None:
+        lines += [f"**No verdict**: {verdict.undecided}", ""]
+    lines += [
+        "| evaluator | verdict | regressed | improved | flaky | n/a | noise floor | pass^k "
+        "baseline → candidate | p | Δ score (95% CI) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in sorted(verdict.evaluators, key=lambda v: (not v.failed, v.p_value)):
         floor = "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better"
+        skipped = f"{v.not_applicable}" + (f" (+{v.errors} errored)" if v.errors else "")
         lines.append(
             f"| {v.evaluator} | {'fail' if v.failed else 'pass'}: {v.reason} | {v.regressed} | "
-            f"{v.improved} | {v.flaky} | {floor} | {v.baseline_pass_hat_k:.3f} → "
+            f"{v.improved} | {v.flaky} | {skipped} | {floor} | {v.baseline_pass_hat_k:.3f} → "
             f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} | {_ci(v.score_difference)} |"
         )
     failed = {v.evaluator for v in verdict.evaluators if v.failed}
@@ -136,6 +162,12 @@ def markdown(verdict: Verdict) -> str:
     if flaky:
         lines += ["", f"**Flaky cases** ({len(flaky)}, not counted as regressions):", ""]
         lines += [_case_line(c) for c in flaky[:MAX_CASES_IN_SUMMARY]]
+    if verdict.errors:
+        lines += ["", f"**Errored turns** ({len(verdict.errors)}, not judged):", ""]
+        lines += [
+            f"- {e.side} {e.session_id} turn {e.turn_index} repeat {e.trial}: {e.message}"
+            for e in verdict.errors[:MAX_CASES_IN_SUMMARY]
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -153,7 +185,11 @@ def _marks(outcomes: tuple[bool, ...]) -> str:
 
 
 def junit(verdict: Verdict) -> str:
-    """JUnit XML: one test case per golden turn and evaluator; a regression is a failure."""
+    """JUnit XML: one test case per golden turn and evaluator; a regression is a failure.
+
+    A flaky or not-applicable case is skipped with the reason; a case whose every repeat on a
+    side errored is an error.
+    """
     suites = ET.Element("testsuites", name="plangate")
     for name in [v.evaluator for v in verdict.evaluators]:
         cases = [c for c in verdict.cases if c.evaluator == name]
@@ -162,9 +198,9 @@ def junit(verdict: Verdict) -> str:
             "testsuite",
             name=name,
             tests=str(len(cases)),
-            failures=str(sum(c.status in FAILING for c in cases)),  # flaky ones are skipped
-            skipped=str(sum(c.status == "flaky" for c in cases)),
-            errors="0",
+            failures=str(sum(c.status in FAILING for c in cases)),
+            skipped=str(sum(c.status in ("flaky", "n/a") for c in cases)),
+            errors=str(sum(c.status == "error" for c in cases)),
         )
         for case in cases:
             element = ET.SubElement(
@@ -186,6 +222,10 @@ def junit(verdict: Verdict) -> str:
                 )
             elif case.status == "flaky":
                 ET.SubElement(element, "skipped", message=f"flaky: {_marks(case.candidate)}")
+            elif case.status == "n/a":
+                ET.SubElement(element, "skipped", message=case.why_not_applicable)
+            elif case.status == "error":
+                ET.SubElement(element, "error", message=case.explanation)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)
 
 

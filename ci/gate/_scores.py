@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from plangate.ci.gate._gate_file import GateFileError
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION, PASSED, SCORE
+from plangate.evaluators.scores import (
+    EVALUATOR,
+    EXPLANATION,
+    OUTCOME,
+    SCORE,
+)
+from plangate.evaluators.scores import read_scores as stored_scores
+from plangate.harness import PlangateError
 from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TRIAL, TURN_INDEX
 
 
@@ -30,8 +36,8 @@ Case = tuple[str, str, int]
 """(dataset name, session id, turn index)."""
 
 
-Outcome = tuple[bool, str, float | None]
-"""One repeat's result: passed, explanation, score."""
+Outcome = tuple[str, str, float | None]
+"""One repeat's result: its outcome (`pass`, `fail`, `n/a`, `error`), explanation, score."""
 
 
 Runs = dict[tuple[Case, str], list[Outcome]]
@@ -41,17 +47,9 @@ Runs = dict[tuple[Case, str], list[Outcome]]
 def read_scores(path: Path, cases: Sequence[Case], names: list[str]) -> pa.Table:
     """A stored score table, checked to hold every case and evaluator in every trial."""
     try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise GateFileError(f"cannot read score table {path}: {exc}") from exc
-    missing = [
-        c for c in (SESSION_ID, TURN_INDEX, EVALUATOR, PASSED) if c not in table.column_names
-    ]
-    if missing:
-        raise GateFileError(
-            f"{path}: not a score table: column {missing[0]!r} is missing (write one with "
-            "`plangate gate` (scores/) or `plangate eval -o`)"
-        )
+        table = stored_scores(path)
+    except PlangateError as exc:
+        raise GateFileError(str(exc)) from exc
     for column, kind in (
         (SCORE, pa.float64()),
         (EXPLANATION, pa.string()),
@@ -88,7 +86,7 @@ def runs_from_scores(scores: pa.Table, cases: Sequence[Case], names: list[str]) 
     wanted = {(c[1], c[2]): c for c in cases}
     rows = sorted(
         scores.select(
-            [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, PASSED, EXPLANATION, SCORE]
+            [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, OUTCOME, EXPLANATION, SCORE]
         ).to_pylist(),
         key=lambda r: r[TRIAL],
     )
@@ -96,6 +94,6 @@ def runs_from_scores(scores: pa.Table, cases: Sequence[Case], names: list[str]) 
     for row in rows:
         case = wanted.get((row[SESSION_ID], row[TURN_INDEX]))
         if case is not None and row[EVALUATOR] in names:
-            outcome = (bool(row[PASSED]), row[EXPLANATION] or "", row[SCORE])
+            outcome = (row[OUTCOME], row[EXPLANATION] or "", row[SCORE])
             runs.setdefault((case, row[EVALUATOR]), []).append(outcome)
     return runs

@@ -2,6 +2,10 @@
 
 Records only (frozen): what each case did on each side, how each evaluator decided, and the
 verdict with every repeat's scores; the reports render them and the gate builds them.
+
+A case's outcomes per side are the repeats the evaluator could judge (passed or failed); the
+repeats it could not (no evidence) and the errored ones (infrastructure failures) are counted
+beside them. A case is compared only when both sides have a judged repeat.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ class CaseResult:
     turn_index: int
     evaluator: str
     baseline: tuple[bool, ...]
-    """Baseline outcomes, one per repeat."""
+    """Baseline outcomes, one per judged repeat (passed or failed)."""
     candidate: tuple[bool, ...]
     explanation: str
     """The candidate's explanation on its first failing repeat (else its first)."""
@@ -36,16 +40,35 @@ class CaseResult:
     """The case's own minimum pass rate from the gate file, if any."""
     trace_url: str | None = None
     """The candidate's trace in Phoenix (its first failing repeat), when exported there."""
+    baseline_na: int = 0
+    """Baseline repeats (noise runs included) the evaluator had no evidence to judge."""
+    candidate_na: int = 0
+    baseline_errors: int = 0
+    """Baseline repeats (noise runs included) that ended in an infrastructure error."""
+    candidate_errors: int = 0
+
+    @property
+    def why_not_applicable(self) -> str:
+        """The explanation of an `n/a` case, said once as not applicable."""
+        text = self.explanation
+        return text if text.startswith("not applicable") else f"not applicable: {text}"
+
+    @property
+    def applicable(self) -> bool:
+        """Both sides have a judged repeat: the case can be compared."""
+        return bool(self.baseline) and bool(self.candidate)
 
     @property
     def flaky(self) -> bool:
         """Outcomes disagree across repeats of one side (the baseline's noise runs included)."""
+        if not self.applicable:
+            return False
         return len(set(self.baseline + self.noise)) > 1 or len(set(self.candidate)) > 1
 
     @property
     def change(self) -> int:
         """-1 when the candidate passes less often than the baseline, +1 more often, else 0."""
-        return pass_change(self.baseline, self.candidate)
+        return pass_change(self.baseline, self.candidate) if self.applicable else 0
 
     @property
     def below_minimum(self) -> bool:
@@ -54,7 +77,12 @@ class CaseResult:
 
     @property
     def status(self) -> str:
-        """`below_minimum`, `flaky`, `regressed`, `improved`, `pass` or `fail`."""
+        """`error`, `n/a`, `below_minimum`, `flaky`, `regressed`, `improved`, `pass` or `fail`."""
+        if not self.applicable:
+            errored = (not self.baseline and self.baseline_errors) or (
+                not self.candidate and self.candidate_errors
+            )
+            return "error" if errored else "n/a"
         if self.below_minimum:
             return "below_minimum"
         if self.flaky:
@@ -113,8 +141,26 @@ class EvaluatorVerdict:
     """One-sided exact test that the candidate's worse cases outnumber the noise floor's."""
     below_minimum: int = 0
     """Cases below their own minimum pass rate."""
+    not_applicable: int = 0
+    """Cases not compared: no judged repeat on a side (no evidence there)."""
+    errors: int = 0
+    """Cases not compared: every repeat of a side errored."""
     datasets: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Per dataset: (baseline pass^k, candidate pass^k)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnError:
+    """A replayed turn that ended in an infrastructure failure: evidence of nothing."""
+
+    side: str
+    """`baseline` or `candidate`."""
+    session_id: str
+    turn_index: int
+    trial: int
+    """The repeat."""
+    message: str
+    """What failed, as the turn recorded it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,11 +178,22 @@ class Verdict:
     noise_floor: bool = False
     scores: dict[str, pa.Table] = field(default_factory=dict, repr=False)
     """Every repeat's scores per side (`baseline`, `candidate`), to store and compare later."""
+    undecided: str | None = None
+    """Why the gate cannot decide (too many errors, an evaluator with no applicable case)."""
+    errors: tuple[TurnError, ...] = ()
+    """Every errored turn of either side."""
 
     @property
     def exit_code(self) -> int:
-        """0 pass, 1 regression."""
+        """0 pass, 1 regression, 2 cannot decide."""
+        if self.undecided is not None:
+            return 2
         return 0 if self.passed else 1
+
+    @property
+    def word(self) -> str:
+        """`pass`, `regression` or `cannot decide`."""
+        return ("pass", "regression", "cannot decide")[self.exit_code]
 
 
 def pass_change(before: tuple[bool, ...], after: tuple[bool, ...]) -> int:

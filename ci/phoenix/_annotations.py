@@ -33,11 +33,14 @@ from plangate.ci.phoenix._client import (
 from plangate.ci.phoenix.names import trace_url
 from plangate.evaluators.scores import (
     ANNOTATED_COLUMNS,
+    APPLICABLE,
     EVALUATOR,
     EXPLANATION,
+    FAIL,
     LABEL,
-    PASSED,
+    OUTCOME,
     SCORE,
+    with_outcomes,
 )
 from plangate.harness import PlangateError, semconv
 from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TURN_INDEX
@@ -141,6 +144,7 @@ def annotate(
 
 def joined_scores(scores: pa.Table, traces: pa.Table) -> pd.DataFrame:
     """Score rows with their turn's AGENT `span_id` and `trace_id` (null: no such turn)."""
+    scores = with_outcomes(scores)
     missing = [c for c in ANNOTATED_COLUMNS if c not in scores.column_names]
     if missing:
         raise AnnotationError(
@@ -209,7 +213,8 @@ def _metadata(row: Any) -> dict[str, Any]:
     metadata = {
         "session_id": str(row.session_id),
         "turn_index": int(row.turn_index),
-        "passed": bool(row.passed),
+        "outcome": str(row.outcome),
+        "passed": None if row.outcome not in ("pass", "fail") else row.outcome == "pass",
     }
     version = getattr(row, "version", None)
     if version is not None and version == version:
@@ -226,23 +231,27 @@ def _session_frame(rows: pd.DataFrame, identifier: str | None) -> pd.DataFrame:
         ["phoenix_session_id", EVALUATOR], sort=True
     ):
         ordered = group.sort_values(TURN_INDEX)
-        failing = ordered[~ordered[PASSED].astype(bool)]
-        passed = len(ordered) - len(failing)
+        failing = ordered[ordered[OUTCOME] == FAIL]
+        judged = int(ordered[OUTCOME].isin(APPLICABLE).sum())
+        passed = judged - len(failing)
         listed = "; ".join(f"turn {int(r.turn_index)}: {r.label}" for r in failing.itertuples())
+        others = len(ordered) - judged
         records.append(
             {
                 "session_id": session,
                 "name": evaluator,
                 "annotator_kind": ANNOTATOR_KIND,
-                "score": passed / len(ordered),
-                "label": "pass" if failing.empty else "fail",
+                "score": passed / judged if judged else None,
+                "label": "n/a" if not judged else "pass" if failing.empty else "fail",
                 "explanation": shorten(
-                    f"{passed} of {len(ordered)} turns passed"
+                    f"{passed} of {judged} judged turns passed"
+                    + (f" ({others} not applicable or errored)" if others else "")
                     + (f"; failing: {listed}" if listed else "")
                 ),
                 "metadata": {
                     "session_id": str(ordered[SESSION_ID].iloc[0]),
                     "turns": len(ordered),
+                    "judged": judged,
                     "passed": passed,
                     "failing_turns": [int(k) for k in failing[TURN_INDEX]],
                 },

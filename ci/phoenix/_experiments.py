@@ -39,7 +39,15 @@ from plangate.ci.phoenix._export import namespaced_span
 from plangate.ci.phoenix.names import TRACES_PATH, compare_url, namespace
 from plangate.evaluators import EvaluatorError, RubricSet, evaluate
 from plangate.evaluators import evaluators as registered
-from plangate.evaluators.scores import EVALUATOR, EXPLANATION, LABEL, PASSED, SCORE, VERSION
+from plangate.evaluators.scores import (
+    EVALUATOR,
+    EXPLANATION,
+    LABEL,
+    OUTCOME,
+    PASSED,
+    SCORE,
+    VERSION,
+)
 from plangate.harness import PlangateError, get_domain, load_variant, model_from_spec
 from plangate.replay import (
     CASSETTE_MODELS,
@@ -252,7 +260,11 @@ class _Replays:
             result = {
                 "label": row[LABEL],
                 "explanation": shorten(row[EXPLANATION]),
-                "metadata": {"passed": row[PASSED], "evaluator_version": row[VERSION]},
+                "metadata": {
+                    "passed": row[PASSED],
+                    "outcome": row[OUTCOME],
+                    "evaluator_version": row[VERSION],
+                },
             }
             if row[SCORE] is not None:
                 result["score"] = row[SCORE]
@@ -349,7 +361,7 @@ def _experiment_record(
         result = evaluation.result if isinstance(evaluation.result, Mapping) else {}
         # `passed` is in the result's metadata as run, in the run's metadata when read back
         metadata = {**(evaluation.metadata or {}), **(result.get("metadata") or {})}
-        outcome = (result.get("score"), bool(metadata.get("passed")))
+        outcome = (result.get("score"), metadata.get("passed") is True)
         results.setdefault(evaluation.name, []).append(outcome)
     scores: dict[str, float | None] = {}
     passed: dict[str, int] = {}

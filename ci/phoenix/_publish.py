@@ -21,7 +21,7 @@ from plangate.ci.phoenix._annotations import AnnotationReport, annotate
 from plangate.ci.phoenix._client import project_id
 from plangate.ci.phoenix._export import PhoenixExport
 from plangate.ci.phoenix.names import trace_url
-from plangate.evaluators.scores import ANNOTATED_COLUMNS, EVALUATOR, PASSED
+from plangate.evaluators.scores import ANNOTATED_COLUMNS, EVALUATOR, FAIL, OUTCOME
 from plangate.replay.schema import SESSION_ID, SPAN_ID, SPAN_KIND, TRACE_ID, TRIAL, TURN_INDEX
 
 
@@ -109,10 +109,10 @@ def _agent_rows(scores: pa.Table) -> pa.Table:
 def _first_failing_traces(scores: pa.Table) -> dict[tuple[str, int, str], Any]:
     """Per (session, turn, evaluator): the trace of the first failing repeat, else the first."""
     chosen: dict[tuple[str, int, str], tuple[bool, int, Any]] = {}
-    columns = [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, PASSED, TRACE_ID]
+    columns = [SESSION_ID, TURN_INDEX, EVALUATOR, TRIAL, OUTCOME, TRACE_ID]
     for row in scores.select(columns).to_pylist():
         key = (row[SESSION_ID], row[TURN_INDEX], row[EVALUATOR])
-        rank = (bool(row[PASSED]), row[TRIAL], row[TRACE_ID])
+        rank = (row[OUTCOME] != FAIL, row[TRIAL], row[TRACE_ID])
         if key not in chosen or rank[:2] < chosen[key][:2]:
             chosen[key] = rank
     return {key: rank[2] for key, rank in chosen.items()}

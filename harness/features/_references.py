@@ -279,7 +279,7 @@ def _parse(content: str) -> tuple[Any, bool]:
         return None, False
     try:
         return json.loads(content), True
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None, False
 
 
@@ -373,7 +373,7 @@ async def run_jq(
                 await process.wait()
     try:
         answer: dict[str, Any] = json.loads(out)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         logger.warning("jq query process ended with code %s", process.returncode)
         return {"error": "crash", "message": f"exit code {process.returncode}"}
     return answer

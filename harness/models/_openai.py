@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import random
@@ -39,6 +40,14 @@ BASE_URL_VARIABLES = ("PLANGATE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 """Environment variables that may hold the base URL, the first set one wins."""
 API_KEY_VARIABLES = ("PLANGATE_OPENAI_API_KEY", "OPENAI_API_KEY")
 """Environment variables that may hold the API key, the first set one wins."""
+TIMEOUT_VARIABLE = "PLANGATE_MODEL_TIMEOUT"
+"""Seconds one attempt may take (`OpenAIModel.timeout`)."""
+RETRIES_VARIABLE = "PLANGATE_MODEL_RETRIES"
+"""Retries after the first attempt (`OpenAIModel.max_retries`)."""
+DEADLINE_VARIABLE = "PLANGATE_MODEL_DEADLINE"
+"""Seconds all attempts of one call may take together (`OpenAIModel.deadline`)."""
+
+_log = logging.getLogger("plangate.model")
 
 _HINTS = {
     401: "check the API key",
@@ -69,6 +78,8 @@ class OpenAIModel:
     """Seconds one attempt may take before it counts as timed out."""
     max_retries: int = 4
     """Retries after the first attempt; 0 means a single attempt."""
+    deadline: float | None = None
+    """Seconds all attempts of one call may take together, waits included (None: no limit)."""
     backoff_base: float = 0.5
     """Upper bound of the first retry's delay, in seconds; it doubles with each retry."""
     backoff_max: float = 8.0
@@ -77,6 +88,8 @@ class OpenAIModel:
     """Draws the jitter; seeded, so a run's delays can be replayed."""
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     """Waits between attempts; tests pass one that records the delay instead."""
+    clock: Callable[[], float] = field(default=lambda: asyncio.get_running_loop().time())
+    """Seconds on a monotonic clock, for the deadline; tests pass their own."""
     name: str = field(init=False)
     """The model's name for traces: `model`."""
     _client: AsyncOpenAI = field(init=False, repr=False)
@@ -93,13 +106,15 @@ class OpenAIModel:
         """Build a model from the environment.
 
         The base URL comes from `PLANGATE_OPENAI_BASE_URL` or `OPENAI_BASE_URL` (default
-        `https://api.openai.com/v1`), the key from `PLANGATE_OPENAI_API_KEY` or `OPENAI_API_KEY`.
+        `https://api.openai.com/v1`), the key from `PLANGATE_OPENAI_API_KEY` or `OPENAI_API_KEY`;
+        `PLANGATE_MODEL_TIMEOUT`, `PLANGATE_MODEL_RETRIES` and `PLANGATE_MODEL_DEADLINE` set the
+        per-attempt timeout, the retries and the total deadline of a call.
 
         Args:
             model: The model to ask for.
 
         Raises:
-            ConfigError: Neither API-key variable is set.
+            ConfigError: Neither API-key variable is set, or a setting is not a number.
         """
         base_url = _first_set(BASE_URL_VARIABLES) or DEFAULT_BASE_URL
         api_key = _first_set(API_KEY_VARIABLES)
@@ -108,7 +123,16 @@ class OpenAIModel:
                 f"no API key for model {model!r} at {base_url}: set {API_KEY_VARIABLES[0]} "
                 f"(or {API_KEY_VARIABLES[1]}) to the endpoint's key"
             )
-        return cls(model=model, api_key=api_key, base_url=base_url)
+        timeout = _number(TIMEOUT_VARIABLE, float)
+        retries = _number(RETRIES_VARIABLE, int)
+        return cls(
+            model=model,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=60.0 if timeout is None else timeout,
+            max_retries=4 if retries is None else int(retries),
+            deadline=_number(DEADLINE_VARIABLE, float),
+        )
 
     async def request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
@@ -149,6 +173,7 @@ class OpenAIModel:
     ) -> tuple[str, int]:
         """Post until an attempt succeeds; return the body text and the number of attempts."""
         attempt = 0
+        start = self.clock()
         while True:
             attempt += 1
             try:
@@ -163,7 +188,15 @@ class OpenAIModel:
                     # the message already holds what it says, so it is not chained.
                     cause = None if isinstance(err, APIStatusError) else err
                     raise self._error(failure.what, attempt) from cause
-                await self.sleep(self._delay(attempt, failure.retry_after))
+                delay = self._delay(attempt, failure.retry_after)
+                if self.deadline is not None and self.clock() - start + delay > self.deadline:
+                    what = f"{failure.what}; no time left for a retry within the deadline of "
+                    raise self._error(f"{what}{self.deadline:g} s", attempt) from None
+                _log.warning(
+                    "model %r: %s; retry %d of %d in %.1f s",
+                    self.model, failure.what, attempt, self.max_retries, delay,
+                )  # fmt: skip
+                await self.sleep(delay)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -204,11 +237,28 @@ def _check_options(model: OpenAIModel) -> None:
             f"OpenAIModel: timeout={model.timeout!r} must be > 0 and "
             f"max_retries={model.max_retries!r} must be >= 0"
         )
+    if model.deadline is not None and model.deadline <= 0:
+        raise ConfigError(f"OpenAIModel: deadline={model.deadline!r} must be > 0 (or None)")
     if model.backoff_base < 0 or model.backoff_max < 0:
         raise ConfigError(
             f"OpenAIModel: backoff_base={model.backoff_base!r} and "
             f"backoff_max={model.backoff_max!r} must be >= 0"
         )
+
+
+def _number(variable: str, kind: type[float] | type[int]) -> float | None:
+    """A number from the environment (None when unset); a bad one is a `ConfigError`."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        value = kind(text)
+    except ValueError:
+        value = -1
+    if value < 0 or (kind is float and value == 0):
+        least = "a number of seconds > 0" if kind is float else "a whole number >= 0"
+        raise ConfigError(f"{variable}={text!r}: must be {least}")
+    return float(value)
 
 
 def _first_set(variables: Sequence[str]) -> str | None:
@@ -323,7 +373,7 @@ def _read_completion(text: str, model: str) -> ModelResponse:
 def _read_object(text: str) -> dict[str, Any]:
     try:
         body = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise _BadReply(f"the body is not JSON: {_snippet(text)!r}") from None
     if not isinstance(body, dict):
         raise _BadReply(f"the body is not a JSON object: {_snippet(text)!r}")

@@ -406,7 +406,7 @@ def _is_work(action: Action) -> TypeGuard[CallSpec]:
 def _arguments(call: ToolCall) -> dict[str, Any]:
     try:
         value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 
+from plangate.harness import json_problem
 from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
@@ -100,20 +101,20 @@ def _requests(path: Path) -> list[tuple[str, Any]]:
         raise TraceTableError(f"{path}: the file is empty; expected OTLP JSON")
     try:
         return [(str(path), json.loads(text))]
-    except json.JSONDecodeError as whole:
+    except (json.JSONDecodeError, RecursionError) as whole:
         lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         if not _parses(lines[0][1]):
             raise TraceTableError(
-                f"{path}: not JSON ({whole.msg} at line {whole.lineno}, column {whole.colno}); "
+                f"{path}: not JSON ({json_problem(whole)}); "
                 "expected an OTLP ExportTraceServiceRequest, or one per line"
             ) from whole
     requests = []
     for number, line in lines:
         try:
             requests.append((f"{path}, line {number}", json.loads(line)))
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise TraceTableError(
-                f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno}); "
+                f"{path}, line {number}: not JSON ({json_problem(exc)}); "
                 "expected one OTLP ExportTraceServiceRequest per line"
             ) from exc
     return requests
@@ -122,7 +123,7 @@ def _requests(path: Path) -> list[tuple[str, Any]]:
 def _parses(text: str) -> bool:
     try:
         json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from plangate.harness import semconv
+from plangate.harness import json_problem, semconv
 from plangate.replay._openinference import (
     SpanEvent,
     SpanRecord,
@@ -121,9 +121,9 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise TraceTableError(
-                f"{path}, line {number}: not JSON ({exc.msg} at column {exc.colno}); expected "
+                f"{path}, line {number}: not JSON ({json_problem(exc)}); expected "
                 'a Phoenix spans dataframe as df.to_json(orient="records", lines=True)'
             ) from exc
         if not isinstance(record, dict):

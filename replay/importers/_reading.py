@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from plangate.harness import canonical_json
+from plangate.harness import canonical_json, json_problem
 from plangate.replay.schema import (
     TraceTableError,
     to_utc,
@@ -43,10 +43,9 @@ def load_json(path: Path, expected: str) -> Any:
     """Parse a JSON file; the error names the file and says what it should hold."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise TraceTableError(
-            f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            f"expected {expected}"
+            f"{path}: not JSON ({json_problem(exc)}); expected {expected}"
         ) from exc
     except UnicodeDecodeError as exc:
         raise TraceTableError(f"{path}: not UTF-8 text; expected {expected}") from exc

@@ -27,14 +27,25 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
     summary = json.loads(done.stdout)
     hats = [round(r["pass_hat_k"], 3) for r in summary["repeats"]]
     assert hats == [0.42, 0.273, 0.22, 0.2]
-    names = {row["evaluator"] for row in summary["evaluators"]}
-    assert names == {
+    rows = {row["evaluator"]: row for row in summary["evaluators"]}
+    assert set(rows) == {
         "task_completion",
         "plan_adherence",
         "tool_call_loops",
         "latency",
         "trajectory_match",
     }
+    # No plan, no rubric naming tools, no time budget: no evidence, so n/a on every turn.
+    for name in ("plan_adherence", "trajectory_match", "latency"):
+        row = rows[name]
+        assert (row["not_applicable"], row["passed"], row["pass_rate"]) == (200, 0, None), name
+    completion = rows["task_completion"]
+    assert (completion["passed"], completion["failed"], completion["not_applicable"]) == (
+        84,
+        116,
+        0,
+    )
+    assert completion["pass_rate"] == pytest.approx(0.42)
     written = pq.read_table(scores)
     assert written.num_rows == 200 * 5
     assert set(written.column_names) >= {
@@ -44,6 +55,7 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
         "version",
         "score",
         "passed",
+        "outcome",
         "label",
         "explanation",
     }
@@ -99,7 +111,7 @@ def test_eval_prints_a_table_and_honours_rubric_and_params(corpus: Path, tmp_pat
             "evaluator 'tool_call_loops': bad parameters ['max_loops']",
         ),
         (["eval", "TABLE", "--rubric", "RUBRIC"], "unknown key 'forbiden_tools'"),
-        (["eval", "NOT_PARQUET"], "not a Parquet file"),
+        (["eval", "NOT_PARQUET"], "not a readable Parquet file"),
     ],
 )
 def test_user_mistakes_exit_2_with_the_place_named(

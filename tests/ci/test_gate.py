@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -129,7 +130,7 @@ def test_min_pass_rate_fails_the_gate_without_a_regression(tmp_path: Path) -> No
     [
         (
             "[gate]\nrepeat = 2\n",
-            "unknown key 'gate.repeat'; allowed: alpha, jobs, noise_floor, repeats, seed",
+            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, noise_floor, repeats, seed",
         ),
         (
             "[gate]\nalpha = 2\n[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n",
@@ -238,6 +239,14 @@ def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
     from plangate.ci import verdict_json
 
     assert verdict_json(verdict)["evaluators"][0]["latency_ratio"]["n"] == 7
+    # No case has a time budget: a time is a measurement, not a pass, so there is no verdict
+    # on latency unless the gate file allows an evaluator with no applicable case.
+    assert latency.not_applicable == 7 and verdict.exit_code == 2
+    assert "evaluator 'latency' has no applicable case on the baseline" in str(verdict.undecided)
+    allowed = dataclasses.replace(
+        gate, evaluators={"latency": EvaluatorRule(allow_not_applicable=True)}
+    )
+    assert asyncio.run(run_gate(allowed)).exit_code == 0
 
 
 def test_a_stored_baseline_gives_the_verdict_of_replaying_it(tmp_path: Path) -> None:

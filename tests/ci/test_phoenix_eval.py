@@ -103,8 +103,11 @@ def test_scores_join_their_turns_agent_span() -> None:
     for row in joined.itertuples():
         assert row.span_id == agents[(row.session_id, row.turn_index)]["span_id"]
 
-    with pytest.raises(AnnotationError, match="no column 'passed'"):
-        joined_scores(scores.drop_columns(["passed"]), traces)
+    with pytest.raises(AnnotationError, match="no column 'outcome'"):
+        joined_scores(scores.drop_columns(["passed", "outcome"]), traces)
+    # A table written before outcomes existed gets them from `passed`.
+    old = joined_scores(scores.drop_columns(["outcome"]), traces)
+    assert list(old["outcome"]) == list(joined["outcome"])
     twice = pa.concat_tables([traces, build_table(turn_rows("s1", 1, source="other"))])
     with pytest.raises(AnnotationError, match="2 AGENT spans for session 's1' turn 1"):
         joined_scores(scores, twice)

@@ -145,7 +145,7 @@ def test_k_selects_by_session_and_evaluator_and_the_verdict_is_the_full_gates(
         (
             REGRESSING.replace("repeats = 2", "repeat = 2"),
             (),
-            "unknown key 'gate.repeat'; allowed: alpha, jobs, noise_floor, repeats, seed",
+            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, noise_floor, repeats, seed",
         ),
         (REGRESSING, ("--plangate-repeats", "0"), "--plangate-repeats must be 1 or more, not 0"),
     ],

@@ -56,14 +56,14 @@ PARALLEL: list[Span] = [
     ("TOOL", 1.0, 4.0, None),
 ]
 
-CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str, str]]] = [
+CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool | None, str, str]]] = [
     (
         "split into model, tool and harness time",
         TURN,
         None,
         (
             10.0,
-            True,
+            None,
             "no budget",
             "wall 10.00 s (agent span) = model 6.00 s + tools 2.00 s + harness 2.00 s; "
             "2 iterations, 1 tool call, 3,000 prompt + 300 completion tokens",
@@ -75,7 +75,7 @@ CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str,
         None,
         (
             8.5,
-            True,
+            None,
             "no budget",
             "wall 8.50 s (spans) = model 6.00 s + tools 2.00 s + harness 0.50 s",
         ),
@@ -102,7 +102,7 @@ CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str,
         "no timestamps",
         UNTIMED,
         Rubric(max_seconds=5),
-        (None, True, "no timing", "no timestamps in the source; 2 iterations"),
+        (None, None, "no timing", "no timestamps in the source; 2 iterations"),
     ),
     (
         "no timestamps, but the iteration budget still holds",
@@ -114,7 +114,7 @@ CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str,
         "parallel tool calls: harness time is not negative",
         PARALLEL,
         None,
-        (4.0, True, "no budget", "harness 0.00 s; 1 iteration, 2 tool calls, no token counts"),
+        (4.0, None, "no budget", "harness 0.00 s; 1 iteration, 2 tool calls, no token counts"),
     ),
     (
         "only the agent span is timed: the wall time is not split",
@@ -122,7 +122,7 @@ CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str,
         None,
         (
             10.0,
-            True,
+            None,
             "no budget",
             "wall 10.00 s (agent span); the model and tool spans have no timestamps",
         ),
@@ -131,7 +131,7 @@ CASES: list[tuple[str, list[Span], Rubric | None, tuple[float | None, bool, str,
         "a turn of only an agent span",
         [("AGENT", 0.0, 1.0, None)],
         None,
-        (1.0, True, "no budget", "= model 0.00 s + tools 0.00 s + harness 1.00 s; 0 iterations"),
+        (1.0, None, "no budget", "= model 0.00 s + tools 0.00 s + harness 1.00 s; 0 iterations"),
     ),
 ]
 
@@ -265,12 +265,15 @@ def test_invariants(drawn: tuple[pa.Table, int], random: Any, budget: float | No
     for row in scores.to_pylist():
         details = json.loads(row["details"])
         if row["score"] is None:
-            assert row["label"] == "no timing" and row["passed"]
+            assert row["label"] == "no timing" and row["outcome"] == "n/a"
             continue
         assert row["score"] >= 0 and details["harness_seconds"] >= 0
         parts = details["model_seconds"] + details["tool_seconds"] + details["harness_seconds"]
         assert parts >= row["score"] - 1e-9
-        assert row["passed"] == (budget is None or row["score"] <= budget)
+        if budget is None:  # a time without a budget is a measurement, not a pass
+            assert (row["passed"], row["outcome"]) == (None, "n/a")
+        else:
+            assert row["passed"] == (row["score"] <= budget)
     order = list(range(table.num_rows))
     random.shuffle(order)
     shuffled = evaluate(table.take(pa.array(order)), rubrics, names=["latency"])

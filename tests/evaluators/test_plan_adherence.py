@@ -95,8 +95,8 @@ DILIGENT: list[Step] = [
 
 A_B = [item("a", "pending", deps=[]), item("b", "pending", deps=["a"])]
 
-CASES: list[tuple[str, list[Step], dict[str, Any], tuple[float | None, bool, str, str]]] = [
-    ("no plan", [W, W, FINISH], {}, (None, True, "no plan", "no plan in this turn")),
+CASES: list[tuple[str, list[Step], dict[str, Any], tuple[float | None, bool | None, str, str]]] = [
+    ("no plan", [W, W, FINISH], {}, (None, None, "no plan", "not applicable: no plan")),
     (
         "diligent",
         DILIGENT,
@@ -354,7 +354,7 @@ def test_plan_adherence(
     case: str,
     steps: list[Step],
     params: dict[str, Any],
-    expected: tuple[float | None, bool, str, str],
+    expected: tuple[float | None, bool | None, str, str],
 ) -> None:
     score, passed, label, fragment = expected
     row = evaluate(
@@ -382,10 +382,11 @@ def test_every_component_is_in_the_details() -> None:
     assert details["statuses"] == "four"
 
 
-@pytest.mark.parametrize(("plan_expected", "passed"), [(True, False), (False, True), (None, True)])
+@pytest.mark.parametrize(("plan_expected", "passed"), [(True, False), (False, None), (None, None)])
 def test_a_turn_without_a_plan_fails_only_when_the_rubric_expects_one(
-    plan_expected: bool | None, passed: bool
+    plan_expected: bool | None, passed: bool | None
 ) -> None:
+    """Expected and missing is a failure; otherwise there is nothing to adhere to: n/a."""
     rubrics = RubricSet(default=Rubric(plan_expected=plan_expected))
     row = evaluate(build_table(rows([W, FINISH])), rubrics, names=["plan_adherence"]).to_pylist()[0]
     assert (row["score"], row["passed"], row["label"]) == (None, passed, "no plan")

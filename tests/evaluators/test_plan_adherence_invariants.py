@@ -79,6 +79,6 @@ def test_a_table_without_tool_calls_scores_every_turn_as_no_plan() -> None:
     only_agents = [r for r in rows([]) + rows([], session="t") if r["span_kind"] == "AGENT"]
     result = evaluate(build_table(only_agents), names=["plan_adherence"]).to_pylist()
     assert [(r["session_id"], r["label"], r["passed"]) for r in result] == [
-        ("s", "no plan", True),
-        ("t", "no plan", True),
+        ("s", "no plan", None),
+        ("t", "no plan", None),
     ]

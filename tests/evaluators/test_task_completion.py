@@ -134,10 +134,28 @@ CASES: list[
         (True, "success", 1.0, "reward 1"),
     ),
     (
-        "unknown ending is not a failure",
+        "unknown ending is not a failure, nor a pass",
         {"stop_reason": None, "calls": [REFUND]},
         None,
-        (True, "no evidence", None, "does not say how the turn ended"),
+        (None, "no evidence", None, "does not say how the turn ended"),
+    ),
+    (
+        "an apology is not a completed task",
+        {"stop_reason": None, "answer": "Sorry, I could not reach the carrier."},
+        None,
+        (None, "no evidence", None, "not applicable"),
+    ),
+    (
+        "another agent's stop reason is not judged",
+        {"stop_reason": "user_stop", "calls": [REFUND]},
+        None,
+        (None, "no evidence", None, "stop reason 'user_stop' is not judged"),
+    ),
+    (
+        "another agent's stop reason, with a rubric",
+        {"stop_reason": "user_stop", "calls": [REFUND]},
+        {"required_tools": ["refund_item"]},
+        (True, "complete", 1.0, "the rubric holds"),
     ),
 ]
 
@@ -154,9 +172,10 @@ def test_task_completion(
     row = evaluate(table, rubrics, names=["task_completion"]).to_pylist()[0]
     passed, label, score, fragment = expected
     assert (row["passed"], row["label"]) == (passed, label)
+    assert row["outcome"] == {True: "pass", False: "fail", None: "n/a"}[passed]
     assert row["score"] == pytest.approx(score)
     assert fragment in row["explanation"]
-    assert row["evaluator"] == "task_completion" and row["version"] == 1
+    assert row["evaluator"] == "task_completion" and row["version"] == 2
 
 
 def test_per_turn_rubric_overrides_the_default() -> None:
@@ -205,7 +224,9 @@ def test_invariants(turns: list[tuple[str | None, list[str], float | None]]) -> 
         sorted(scores, key=lambda r: int(r["session_id"][1:])), turns, strict=True
     ):
         assert row["score"] is None or 0.0 <= row["score"] <= 1.0
-        if reward is None:
+        if reward is None and stop is None and not statuses:
+            assert (row["passed"], row["outcome"]) == (None, "n/a")  # nothing to judge
+        elif reward is None:
             open_items = any(s in ("pending", "in_progress") for s in statuses)
             assert row["passed"] == (stop in ("finished", None) and not open_items)
         else:

@@ -18,8 +18,8 @@ A = ("search", {"q": "a"})
 B = ("search", {"q": "b"})
 C = ("open", {"id": 1})
 
-CASES: list[tuple[str, list[Any], dict[str, Any], tuple[bool, str, int, str]]] = [
-    ("no calls", [], {}, (True, "no calls", 0, "no tool calls")),
+CASES: list[tuple[str, list[Any], dict[str, Any], tuple[bool | None, str, int, str]]] = [
+    ("no calls", [], {}, (None, "no calls", 0, "not applicable: the turn made no tool calls")),
     ("all different", [A, B, C], {}, (True, "ok", 1, "no call repeated back to back (3 calls)")),
     (
         "two in a row is allowed",
@@ -62,7 +62,7 @@ CASES: list[tuple[str, list[Any], dict[str, Any], tuple[bool, str, int, str]]] =
 
 @pytest.mark.parametrize(("case", "calls", "params", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_tool_call_loops(
-    case: str, calls: list[Any], params: dict[str, Any], expected: tuple[bool, str, int, str]
+    case: str, calls: list[Any], params: dict[str, Any], expected: tuple[bool | None, str, int, str]
 ) -> None:
     table = build_table(turn_rows("s", calls=calls))
     row = evaluate(

@@ -48,15 +48,17 @@ FINISH: Call = ("finish", {"summary": "done"})
 E_SEARCH = expect("search_flights", to="JFK")
 E_BOOK = expect("book_reservation", flight="UA1")
 
-Case = tuple[str, list[Call], Rubric | None, dict[str, Any], tuple[float | None, bool, str, str]]
+Case = tuple[
+    str, list[Call], Rubric | None, dict[str, Any], tuple[float | None, bool | None, str, str]
+]
 CASES: list[Case] = [
-    ("no rubric", [SEARCH], None, {}, (None, True, "no rubric", "no required tools")),
+    ("no rubric", [SEARCH], None, {}, (None, None, "no rubric", "not applicable: no rubric")),
     (
         "rubric without required tools",
         [SEARCH],
         Rubric(max_seconds=3),
         {},
-        (None, True, "no rubric", "no required tools"),
+        (None, None, "no rubric", "not applicable: no rubric"),
     ),
     (
         "strict: same sequence, plan and finish left out",
@@ -193,7 +195,7 @@ def test_trajectory_match(
     calls: list[Call],
     rubric: Rubric | None,
     params: dict[str, Any],
-    expected: tuple[float | None, bool, str, str],
+    expected: tuple[float | None, bool | None, str, str],
 ) -> None:
     score, passed, label, fragment = expected
     row = evaluate(
@@ -275,7 +277,7 @@ def test_invariants(turns: list[list[Call]], rubric: Rubric | None, random: Any)
     assert scores.num_rows == len(turns)
     for row in scores.to_pylist():
         if rubric is None or not rubric.required_tools:
-            assert (row["score"], row["passed"], row["label"]) == (None, True, "no rubric")
+            assert (row["score"], row["passed"], row["outcome"]) == (None, None, "n/a")
             continue
         assert 0.0 <= row["score"] <= 1.0
         assert row["passed"] == (row["score"] == 1.0)

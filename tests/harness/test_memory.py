@@ -75,7 +75,8 @@ async def test_memory_is_loaded_after_the_plan_on_every_call_and_no_change_keeps
             "NO_CHANGE",  # the separate memory update step
         ]
     )
-    session = make_agent(model, {"memory": True}, memory_dir=tmp_path).session(user_id="ana")
+    # memory_dir as a str works as a path
+    session = make_agent(model, {"memory": True}, memory_dir=str(tmp_path)).session(user_id="ana")
     result = await session.run_turn(TWO_TASKS)
     model.assert_complete()
     assert result.stop_reason == "finished"

@@ -209,3 +209,11 @@ def test_saved_state_is_plain_json(tmp_path: Path) -> None:
     (text,) = sqlite3.connect(path).execute("select state from sessions").fetchone()
     state = json.loads(text)
     assert state["version"] == 1 and state["turn"] is None and state["turns"] == 1
+
+
+async def test_a_session_id_saved_by_another_variant_is_a_clear_error(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "runs.db")
+    model = ScriptedModel([*first_half(), *second_half()])
+    await agent(model, store=store).session("s1").run_turn(TWO_TASKS)
+    with pytest.raises(SessionError, match="session 's1' was saved by variant 'alyx'"):
+        agent(ScriptedModel([]), "flux", store=store).session("s1")

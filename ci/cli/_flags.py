@@ -1,0 +1,69 @@
+"""Checked values for flags (`--repeats` >= 1, seconds > 0), and an `openai:` model's patience.
+
+`--model-timeout`, `--model-retries` and `--model-deadline` set the environment variables that
+`plangate.harness.OpenAIModel.from_env` reads, so that they reach every model a command makes
+(the gate's, a replay's) without passing through each layer. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+ENDPOINT_FLAGS = {
+    "model_timeout": "PLANGATE_MODEL_TIMEOUT",
+    "model_retries": "PLANGATE_MODEL_RETRIES",
+    "model_deadline": "PLANGATE_MODEL_DEADLINE",
+}
+"""The endpoint flags and the environment variables they set (read where `openai:` models are
+made; tested to match `plangate.harness.models`)."""
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (`--repeats`, `--jobs`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def _retries(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
+    return int(text)
+
+
+def endpoint(parser: argparse.ArgumentParser) -> None:
+    """`--model-timeout`, `--model-retries`, `--model-deadline`: an `openai:` model's patience."""
+    parser.add_argument(
+        "--model-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="an openai: model's per-attempt timeout (default 60; env PLANGATE_MODEL_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--model-retries",
+        type=_retries,
+        metavar="N",
+        help="retries after a failed attempt: 429, 5xx, timeouts (default 4; env "
+        "PLANGATE_MODEL_RETRIES)",
+    )
+    parser.add_argument(
+        "--model-deadline",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the most one model call may take, retries and waits included (default none; env "
+        "PLANGATE_MODEL_DEADLINE)",
+    )
