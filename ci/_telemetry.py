@@ -62,6 +62,9 @@ def telemetry(
             raise ConfigError(
                 "the otlp exporter needs an endpoint, e.g. http://127.0.0.1:6006/v1/traces"
             )
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        from plangate.replay import RedactingExporter  # spans leave the process: redact them
+
+        exporter_ = RedactingExporter(OTLPSpanExporter(endpoint=endpoint))
+        provider.add_span_processor(BatchSpanProcessor(exporter_))
         return Telemetry(provider=provider)
     raise ConfigError(f"unknown exporter {exporter!r}; choose one of: memory, otlp, none")

@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 from plangate.harness._agent import Agent
 from plangate.harness._call_runs import call_runs
 from plangate.harness._errors import ConfigError, PlangateError, SessionError
-from plangate.harness._files import json_problem, read_text, write_text_atomic
+from plangate.harness._files import (
+    OutputError,
+    check_output,
+    json_problem,
+    read_text,
+    replace_folder,
+    staging_folder,
+    write_text_atomic,
+    writing,
+)
 from plangate.harness._messages import (
     AssistantMessage,
     Message,
@@ -88,6 +97,7 @@ __all__ = [
     "ModelError",
     "ModelResponse",
     "OpenAIModel",
+    "OutputError",
     "PlanItem",
     "PlangateError",
     "ScriptedModel",
@@ -112,6 +122,7 @@ __all__ = [
     "call_runs",
     "canonical_arguments_text",
     "canonical_json",
+    "check_output",
     "domain_names",
     "get_domain",
     "json_problem",
@@ -122,7 +133,10 @@ __all__ = [
     "parse_variant",
     "read_text",
     "render_result",
+    "replace_folder",
     "session_state",
+    "staging_folder",
     "tool",
     "write_text_atomic",
+    "writing",
 ]

@@ -3,17 +3,27 @@
 - `read_text`: a UTF-8 text file, or one error that names the file and what is wrong with it
   (missing, a folder, unreadable, not UTF-8), never a bare `OSError` or `UnicodeDecodeError`;
 - `write_text_atomic`: through a temporary sibling renamed into place, so a reader (or a crash)
-  sees the old file or the new one, never half of one.
+  sees the old file or the new one, never half of one;
+- `check_output`: nothing already written is replaced unless asked (`--force`);
+- `replace_folder`: a folder written whole beside its target (a dataset, a report set) takes
+  the target's place; killed at any point, the target is the previous complete set or nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from plangate.harness._errors import ConfigError, PlangateError
+
+
+class OutputError(PlangateError):
+    """An output would replace something: it exists (and no `--force`), or it is not ours."""
 
 
 def read_text(path: str | Path, what: str, error: type[PlangateError] = ConfigError) -> str:
@@ -39,9 +49,10 @@ def read_text(path: str | Path, what: str, error: type[PlangateError] = ConfigEr
 def write_text_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> Path:
     """Write `text` to `path` through a temporary sibling renamed into place; returns `path`."""
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
+    with writing(target):
+        handle, temporary = tempfile.mkstemp(
+            dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
+        )
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
@@ -58,3 +69,75 @@ def json_problem(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
     return "nested too deeply to read"
+
+
+def check_output(path: str | Path, *, force: bool, what: str, marker: str | None = None) -> Path:
+    """Check that `path` may receive `what` (a file, or a folder holding `marker`).
+
+    Call it before the work: a refusal then costs nothing. With `marker`, the output is a
+    folder that `replace_folder` fills whole.
+
+    Raises:
+        OutputError: `path` exists and `force` is false; or it exists but is not such an output
+            (a file where a folder goes, a folder where a file goes, a folder of other files),
+            which even `force` does not replace.
+    """
+    target = Path(path)
+    if not target.exists():
+        return target
+    if marker is None and target.is_dir():
+        raise OutputError(f"{target}: is a folder; {what} is a file: give a file path")
+    if marker is not None:
+        _check_replaceable(target, what, marker)
+        if not any(target.iterdir()):
+            return target  # an empty folder holds nothing to lose
+    if not force:
+        raise OutputError(
+            f"{target}: already exists; pass --force to replace it with the new {what} "
+            "(or choose another path)"
+        )
+    return target
+
+
+def _check_replaceable(target: Path, what: str, marker: str) -> None:
+    if not target.is_dir():
+        raise OutputError(f"{target}: is a file; {what} is a folder: give a folder path")
+    if any(target.iterdir()) and not (target / marker).exists():
+        raise OutputError(
+            f"{target}: holds other files (no {marker}); {what} replaces its folder whole, so "
+            "give a new or empty folder"
+        )
+
+
+def staging_folder(target: Path) -> Path:
+    """A fresh hidden folder beside `target`, to write an output in before `replace_folder`."""
+    with writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+
+
+@contextlib.contextmanager
+def writing(target: Path) -> Iterator[None]:
+    """Name `target`, not a temporary sibling, when the disk refuses (read-only, full, gone)."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
+
+
+def replace_folder(staging: Path, target: Path, *, what: str, marker: str) -> Path:
+    """Put the complete folder `staging` in `target`'s place (two renames); returns `target`.
+
+    Between the renames `target` is absent, never half written: a kill there leaves nothing at
+    `target` and the previous set in a hidden `.NAME.old` beside it.
+    """
+    if target.exists():
+        _check_replaceable(target, what, marker)
+        retired = target.with_name(f".{target.name}.old")
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(target, retired)
+        os.replace(staging, target)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, target)
+    return target

@@ -24,6 +24,7 @@ from plangate.replay._cassette import (
     recording_tools,
 )
 from plangate.replay._dataset import (
+    MANIFEST,
     DatasetError,
     GoldenDataset,
     read_dataset,
@@ -35,7 +36,8 @@ from plangate.replay._exporter import TraceTableExporter, trace_table_provider
 from plangate.replay._from_traces import dataset_from_traces
 from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
 from plangate.replay._record import SessionRequest, load_requests, record, steps
-from plangate.replay._redact import Redactor
+from plangate.replay._redact import Redactor, default_redactor
+from plangate.replay._redacting import RedactingExporter, redacted_span
 from plangate.replay._replay import (
     CASSETTE_MODELS,
     TOOL_SOURCES,
@@ -72,6 +74,7 @@ from plangate.replay.schema import (
 __all__ = [
     "CASSETTE_MODELS",
     "COLUMNS",
+    "MANIFEST",
     "SCHEMA",
     "SCHEMA_VERSION",
     "TOOL_SOURCES",
@@ -83,6 +86,7 @@ __all__ = [
     "GoldenDataset",
     "Recorder",
     "RecordingModel",
+    "RedactingExporter",
     "Redactor",
     "ReplayResult",
     "SessionRequest",
@@ -97,6 +101,7 @@ __all__ = [
     "cassette_tools",
     "concat_tables",
     "dataset_from_traces",
+    "default_redactor",
     "empty_table",
     "fingerprint",
     "first_divergence",
@@ -111,6 +116,7 @@ __all__ = [
     "record",
     "recording_tools",
     "redacted_count",
+    "redacted_span",
     "replay_turn",
     "rows_from_messages",
     "rows_from_spans",

@@ -20,8 +20,7 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +29,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from plangate.harness import PlangateError
+from plangate.harness import PlangateError, replace_folder, staging_folder, write_text_atomic
 from plangate.replay._cassette import Exchange, ToolRecord
-from plangate.replay._redact import REDACTED
+from plangate.replay._redact import REDACTED, Redactor, default_redactor
 from plangate.replay.schema import (
     SCHEMA,
     SESSION_ID,
@@ -174,15 +173,24 @@ def table_of(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
 
 
-def write_dataset(dataset: GoldenDataset, folder: str | Path) -> Path:
-    """Write a dataset atomically; an existing dataset at `folder` is replaced whole."""
+def write_dataset(
+    dataset: GoldenDataset, folder: str | Path, *, redact: Iterable[str] = ()
+) -> Path:
+    """Write a dataset atomically; an existing dataset at `folder` is replaced whole.
+
+    Every string is redacted first (the built-in policy and the `redact` patterns), wherever the
+    dataset came from. Written beside `folder`, then renamed into place: a kill at any point
+    leaves the previous dataset or the new one (or, between the two renames, none). A file, or
+    a folder that is not a dataset, is never replaced (`OutputError`).
+    """
+    redactor = Redactor(redact) if redact else default_redactor()
     target = Path(folder)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    staging = staging_folder(target)
     try:
         hashes = {}
         for name in FILES:
-            pq.write_table(getattr(dataset, name.removesuffix(".parquet")), staging / name)
+            table = redactor.table(getattr(dataset, name.removesuffix(".parquet")))
+            pq.write_table(table, staging / name)
             hashes[name] = _sha256(staging / name)
         manifest = {
             "name": dataset.name,
@@ -196,23 +204,13 @@ def write_dataset(dataset: GoldenDataset, folder: str | Path) -> Path:
                 "spans": dataset.spans.num_rows,
             },
         }
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        _swap(staging, target)
+        write_text_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; a dataset is for everyone
+        replace_folder(staging, target, what="a golden dataset", marker=MANIFEST)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
-
-
-def _swap(staging: Path, target: Path) -> None:
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    retired = target.with_name(f".{target.name}.old")
-    shutil.rmtree(retired, ignore_errors=True)
-    os.replace(target, retired)
-    os.replace(staging, target)
-    shutil.rmtree(retired, ignore_errors=True)
 
 
 def _sha256(path: Path) -> str:

@@ -189,7 +189,7 @@ async def record(
         description=description,
         sessions=table_of(redactor.data(sessions), SESSIONS),
         turns=table_of(redactor.data(turns), TURNS),
-        spans=_redact_table(concat_tables(span_tables), redactor),
+        spans=redactor.table(concat_tables(span_tables)),
         model_cassette=table_of(_refingerprint(redactor.data(exchanges)), MODEL_CASSETTE),
         tool_cassette=table_of(redactor.data(tool_rows), TOOL_CASSETTE),
     )
@@ -319,16 +319,3 @@ def _tool_row(record: Any) -> dict[str, Any]:
         "result": record.result,
         "error_type": record.error_type,
     }
-
-
-def _redact_table(table: pa.Table, redactor: Redactor) -> pa.Table:
-    columns = {}
-    for name in table.column_names:
-        column = table.column(name)
-        if pa.types.is_string(column.type):
-            column = pa.array(
-                [redactor.text(v) if v is not None else None for v in column.to_pylist()],
-                type=column.type,
-            )
-        columns[name] = column
-    return pa.Table.from_pydict(columns, schema=table.schema)

@@ -34,6 +34,7 @@ from plangate.harness import (
     canonical_arguments_text,
     canonical_json,
     semconv,
+    writing,
 )
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
@@ -247,17 +248,25 @@ def write_table(table: pa.Table, path: str | Path) -> Path:
 
 
 def write_parquet(table: pa.Table, path: str | Path) -> Path:
-    """Write any Arrow table as Parquet atomically: an existing file is replaced whole or kept."""
+    """Write any Arrow table as Parquet atomically: an existing file is replaced whole or kept.
+
+    Its string columns are redacted first (the built-in policy): a table on disk has left the
+    process.
+    """
+    from plangate.replay._redact import default_redactor  # schema stays importable alone
+
+    table = default_redactor().table(table)
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(handle)
-    try:
-        pq.write_table(table, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(handle)
+        try:
+            pq.write_table(table, temporary)
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     return target
 
 

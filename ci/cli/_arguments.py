@@ -169,6 +169,25 @@ def _dataset_output(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
     )
     parser.add_argument("--name", help="the dataset's name (default: the folder's name)")
+    force(parser, "dataset")
+
+
+def redact(parser: argparse.ArgumentParser) -> None:
+    """`--redact REGEX`: the user's own secrets, besides the built-in detectors."""
+    parser.add_argument(
+        "--redact",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also redact what this matches, besides the built-in secret detectors (repeatable)",
+    )
+
+
+def force(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--force`: replace an existing output (without it, an existing one is an error)."""
+    parser.add_argument(
+        "--force", action="store_true", help=f"replace an existing {what} at the -o path"
+    )
 
 
 def _evaluators(parser: argparse.ArgumentParser) -> None:
@@ -237,6 +256,7 @@ def _import(commands: Commands) -> None:
     importing.add_argument(
         "-o", "--output", required=True, metavar="TABLE.parquet", help="the trace table to write"
     )
+    force(importing, "trace table")
 
 
 def _eval(commands: Commands) -> None:
@@ -248,6 +268,7 @@ def _eval(commands: Commands) -> None:
     scoring.add_argument(
         "-o", "--output", metavar="SCORES.parquet", help="also write the score table here"
     )
+    force(scoring, "score table")
     _evaluators(scoring)
     scoring.add_argument(
         "--param",
@@ -296,13 +317,7 @@ def _record(commands: Commands) -> None:
     )
     _dataset_output(recording)
     recording.add_argument("--description", default="", help="what the dataset is for")
-    recording.add_argument(
-        "--redact",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also redact what this matches, besides API keys and tokens (repeatable)",
-    )
+    redact(recording)
     recording.add_argument(
         "--allow-errors",
         action="store_true",
@@ -321,11 +336,13 @@ def _dataset(commands: Commands) -> None:
     traces.add_argument("table", metavar="TABLE.parquet", help="the trace table")
     _sessions(traces)
     _dataset_output(traces)
+    redact(traces)
 
     pulling = verbs.add_parser("from-phoenix", help="a golden dataset from sessions in Phoenix")
     talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False, required=True)
     _sessions(pulling, "only this session, by its Phoenix or its original id")
     _dataset_output(pulling)
+    redact(pulling)
 
     building = verbs.add_parser(
         "build", help="record plangate's shipped golden datasets again from their requests"
@@ -367,6 +384,7 @@ def _replay(commands: Commands) -> None:
     replaying.add_argument(
         "-o", "--output", metavar="TABLE.parquet", help="also write the replays' spans here"
     )
+    force(replaying, "trace table")
     _json(replaying, "one result per turn")
     replaying.add_argument(
         "--shard", metavar="i/n", help="only every n-th turn, starting at the i-th"
@@ -383,6 +401,7 @@ def _gate(commands: Commands) -> None:
     gate.add_argument(
         "-o", "--output", default="out/gate", help="the report folder (default out/gate)"
     )
+    force(gate, "report set (the folder's verdict.json, summaries and scores)")
     gate.add_argument(
         "--repeats", type=at_least_one, help="instead of the gate file's gate.repeats (>= 1)"
     )

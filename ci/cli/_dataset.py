@@ -17,9 +17,10 @@ from plangate.ci._turns import select_turns
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._printing import short
 from plangate.ci.phoenix import PhoenixExport, replay_processor
-from plangate.harness import PlangateError, read_text
+from plangate.harness import PlangateError, check_output, read_text
 from plangate.replay import (
     CASSETTE_MODELS,
+    MANIFEST,
     GoldenDataset,
     ReplayResult,
     concat_tables,
@@ -40,6 +41,7 @@ CONTEXT = 2
 
 def record(args: argparse.Namespace) -> int:
     """`plangate record ... -o datasets/NAME`: record sessions as a golden dataset."""
+    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
     path = Path(args.requests)
     requests = load_requests(read_text(path, "requests file"), str(path))
     name = args.name or Path(args.output).name
@@ -81,11 +83,12 @@ def validate(args: argparse.Namespace) -> int:
 
 def from_traces(args: argparse.Namespace) -> int:
     """`plangate dataset from-traces TABLE -o PATH`: a golden dataset from a trace table."""
+    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
     table = read_table(args.table)
     dataset = dataset_from_traces(
         table, name=args.name or Path(args.output).name, sessions=args.session
     )
-    target = write_dataset(dataset, args.output)
+    target = write_dataset(dataset, args.output, redact=args.redact)
     print(_written(target, dataset))
     return 0
 
@@ -103,6 +106,8 @@ def replay(args: argparse.Namespace) -> int:
         raise PlangateError(
             f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"
         )
+    if args.output:
+        check_output(args.output, force=args.force, what="a trace table")
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
     show = sys.stderr.isatty() and not args.json

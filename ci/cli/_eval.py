@@ -13,12 +13,14 @@ from rich.table import Table
 from plangate.ci._rubrics import rubrics_at
 from plangate.ci._summary import summarize
 from plangate.evaluators import EvaluatorError, evaluate, evaluators
+from plangate.harness import check_output
 from plangate.replay import import_traces, read_table, write_parquet, write_table
 from plangate.replay.schema import SESSION_ID, SPAN_KIND
 
 
 def import_files(args: argparse.Namespace) -> int:
     """`plangate import FORMAT PATH... -o TABLE`: other agents' traces into a trace table."""
+    check_output(args.output, force=args.force, what="a trace table")
     table = import_traces(args.format, args.paths)
     write_table(table, args.output)
     turns = table.filter(pc.equal(table[SPAN_KIND], "AGENT")).num_rows
@@ -29,6 +31,8 @@ def import_files(args: argparse.Namespace) -> int:
 
 def score_table(args: argparse.Namespace) -> int:
     """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`: score every turn."""
+    if args.output:
+        check_output(args.output, force=args.force, what="a score table")
     table = read_table(args.table)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
     scores = evaluate(table, rubrics, names=args.evaluator, params=_params(args.param))

@@ -36,7 +36,9 @@ def open_export(args: argparse.Namespace) -> PhoenixExport | None:
     if not url:
         return None
     try:
-        export = PhoenixExport(url, project=phoenix_project(args))
+        export = PhoenixExport(
+            url, project=phoenix_project(args), redact=getattr(args, "redact", None) or ()
+        )
     except PhoenixError as exc:
         print(f"plangate: error: {exc}; going on without the Phoenix export", file=sys.stderr)
         return None

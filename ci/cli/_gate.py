@@ -19,6 +19,7 @@ from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._printing import short
 from plangate.ci.gate import (
     DEFAULT_GATE,
+    REPORT_MARKER,
     Comparison,
     DatasetSelection,
     EvaluatorRule,
@@ -33,11 +34,12 @@ from plangate.ci.gate import (
 from plangate.ci.gate import compare as compare_variants
 from plangate.ci.phoenix import PhoenixExport, publish_verdict, replay_processor
 from plangate.evaluators import EvaluatorError, evaluators
-from plangate.harness import load_variant
+from plangate.harness import check_output, load_variant
 
 
 def gate(args: argparse.Namespace) -> int:
-    """`plangate gate GATE.toml`: 0 pass, 1 regression (2, unusable input, from PlangateError)."""
+    """`plangate gate GATE.toml`: 0 pass, 1 regression, 2 unusable input or no verdict."""
+    check_output(args.output, force=args.force, what="a gate's report set", marker=REPORT_MARKER)
     with exporting(args) as export:
         verdict, files = gate_with_reports(
             args.gate_file, args.output, repeats=args.repeats, span_processors=replays_to(export)

@@ -26,7 +26,8 @@ from plangate.ci.phoenix import (
     run_experiment,
 )
 from plangate.evaluators.scores import EVALUATOR, FAIL, OUTCOME, read_scores
-from plangate.replay import read_table
+from plangate.harness import check_output
+from plangate.replay import MANIFEST, read_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 if TYPE_CHECKING:
@@ -38,8 +39,11 @@ SHOWN_FAILURES = 20
 
 def from_phoenix(args: argparse.Namespace) -> int:
     """`plangate dataset from-phoenix --phoenix-url URL --phoenix-project P -o PATH`: goldens."""
+    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
     url, project = phoenix_url(args), phoenix_project(args)
-    target = golden_from_phoenix(url, project, args.session, args.output, name=args.name)
+    target = golden_from_phoenix(
+        url, project, args.session, args.output, name=args.name, redact=args.redact
+    )
     counts = {
         name: pq.read_metadata(target / f"{name}.parquet").num_rows
         for name in ("sessions", "turns", "spans")

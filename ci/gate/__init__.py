@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     )
     from plangate.ci.gate._html_report import html_report
     from plangate.ci.gate._outputs import gate_with_reports, write_outputs
-    from plangate.ci.gate._reports import junit, markdown, verdict_json, write_reports
+    from plangate.ci.gate._reports import (
+        REPORT_MARKER,
+        junit,
+        markdown,
+        verdict_json,
+        write_reports,
+    )
     from plangate.ci.gate._scores import Case
     from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict
 _HOME = {
@@ -46,6 +52,7 @@ _HOME = {
     "GateFile": "plangate.ci.gate._gate_file",
     "GateFileError": "plangate.ci.gate._gate_file",
     "NoiseFloor": "plangate.ci.gate._verdict",
+    "REPORT_MARKER": "plangate.ci.gate._reports",
     "ReplayRun": "plangate.ci.gate._gate",
     "Side": "plangate.ci.gate._gate_file",
     "SpanProcessors": "plangate.ci.gate._gate",
@@ -70,6 +77,7 @@ if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every m
 
 __all__ = [
     "DEFAULT_GATE",
+    "REPORT_MARKER",
     "Case",
     "CaseResult",
     "Comparison",

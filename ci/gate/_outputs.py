@@ -10,16 +10,11 @@ from plangate.ci.gate._gate import SpanProcessors, run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._reports import write_reports
 from plangate.ci.gate._verdict import Verdict
-from plangate.replay import write_parquet
 
 
 def write_outputs(verdict: Verdict, output: str | Path) -> dict[str, Path]:
-    """The reports, and both sides' score tables in `output`/scores."""
-    files = write_reports(verdict, output)
-    for side, table in verdict.scores.items():
-        # Stored, these become a later gate's side: `[baseline] scores = ".../baseline.parquet"`.
-        files[f"{side} scores"] = write_parquet(table, Path(output) / "scores" / f"{side}.parquet")
-    return files
+    """The reports, and both sides' score tables in `output`/scores, as one set."""
+    return write_reports(verdict, output, scores=verdict.scores)
 
 
 def gate_with_reports(

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from plangate.ci.gate._html_report import html_report
 from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
+from plangate.harness import replace_folder, staging_folder, write_text_atomic
+from plangate.replay import default_redactor, write_parquet
 
 MAX_CASES_IN_SUMMARY = 20
 FAILING = ("regressed", "below_minimum")
@@ -229,38 +234,46 @@ def junit(verdict: Verdict) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True)
 
 
-def write_reports(verdict: Verdict, folder: str | Path) -> dict[str, Path]:
-    """Write verdict.json, summary.md, junit.xml and report.html, each atomically.
+REPORT_MARKER = "verdict.json"
+"""The file that marks a folder as a gate's report set (the only kind of folder replaced)."""
 
-    The summary is also appended to $GITHUB_STEP_SUMMARY when that is set.
+
+def write_reports(
+    verdict: Verdict, folder: str | Path, *, scores: Mapping[str, pa.Table] | None = None
+) -> dict[str, Path]:
+    """Write verdict.json, summary.md, junit.xml and report.html (and `scores/SIDE.parquet`).
+
+    The set is written whole in a folder beside `folder`, then put in its place: a reader, or a
+    kill at any point, finds the previous complete set or the new one (or, between the two
+    renames, none), never new reports beside old scores. A folder that holds other files is
+    refused. The summary is also appended to $GITHUB_STEP_SUMMARY when that is set.
     """
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    files = {
-        "json": out / "verdict.json",
-        "markdown": out / "summary.md",
-        "junit": out / "junit.xml",
-        "html": out / "report.html",
-    }
-    _write_atomic(files["json"], json.dumps(verdict_json(verdict), indent=2) + "\n")
-    _write_atomic(files["markdown"], markdown(verdict))
-    _write_atomic(files["junit"], junit(verdict))
-    _write_atomic(files["html"], html_report(verdict))
+    target = Path(folder)
+    staging = staging_folder(target)
+    try:
+        texts = {
+            "json": (REPORT_MARKER, json.dumps(verdict_json(verdict), indent=2) + "\n"),
+            "markdown": ("summary.md", markdown(verdict)),
+            "junit": ("junit.xml", junit(verdict)),
+            "html": ("report.html", html_report(verdict)),
+        }
+        files = {}
+        redact = default_redactor().text  # a report leaves the process: no secret in it
+        texts = {key: (name, redact(text)) for key, (name, text) in texts.items()}
+        for key, (name, text) in texts.items():
+            write_text_atomic(staging / name, text)
+            files[key] = target / name
+        for side, table in (scores or {}).items():
+            # Stored, these become a later gate's side: `[baseline] scores = "…/baseline.parquet"`.
+            write_parquet(table, staging / "scores" / f"{side}.parquet")
+            files[f"{side} scores"] = target / "scores" / f"{side}.parquet"
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; reports are for everyone
+        replace_folder(staging, target, what="a gate's report set", marker=REPORT_MARKER)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(markdown(verdict))
+            handle.write(texts["markdown"][1])
     return files
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder: a reader never sees half a report."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a report is for everyone
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

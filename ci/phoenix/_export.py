@@ -20,12 +20,13 @@ Like every telemetry path this never breaks the run: failures are counted, logge
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -52,6 +53,9 @@ from plangate.ci.phoenix.names import (
     server_url,
 )
 from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
+
+if TYPE_CHECKING:
+    from plangate.replay import Redactor
 
 logger = logging.getLogger("plangate.phoenix")
 
@@ -159,6 +163,7 @@ class PhoenixExport:
         batch_delay: Seconds before a partial batch is sent (a finished trace is sent at once).
         exporter: Instead of OTLP/HTTP to `url` (tests); Phoenix's health is then not checked.
         clock: Seconds, monotonic.
+        redact: The user's own secret patterns, besides the built-in ones.
 
     Raises:
         PhoenixError: Phoenix does not answer at `url`; the message says how to start one.
@@ -175,8 +180,13 @@ class PhoenixExport:
         batch_delay: float = 0.5,
         exporter: SpanExporter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        redact: Sequence[str] = (),
     ) -> None:
+        from plangate.replay import Redactor  # here: `run` without an export never loads it
+
         self.url = server_url(url)
+        self.redactor = Redactor(redact)
+        """Redacts every span before it is queued (plus the user's own `redact` patterns)."""
         self.project = project
         self.run_id = run_id or new_run_id()
         self._clock = clock
@@ -249,7 +259,7 @@ class PhoenixExport:
                 return
             self._sent.append(format(span.context.span_id, "016x"))
             resource = self._resource(span.resource)
-        self._batches.on_end(namespaced_span(span, namespace, resource))
+        self._batches.on_end(namespaced_span(span, namespace, resource, self.redactor))
 
     def _resource(self, original: Resource) -> Resource:
         kept = self._resources.get(id(original))
@@ -323,27 +333,31 @@ class PhoenixExport:
         )
 
 
-def namespaced_span(span: ReadableSpan, namespace: str, resource: Resource) -> ReadableSpan:
-    """A copy of `span` for Phoenix: `session.id` namespaced, the original kept, the project."""
+def namespaced_span(
+    span: ReadableSpan, namespace: str, resource: Resource, redactor: Redactor | None = None
+) -> ReadableSpan:
+    """A copy of `span` for Phoenix: `session.id` namespaced, the project, secrets redacted.
+
+    The original session id is kept in `plangate.session_id`; nothing reaches Phoenix
+    unredacted.
+    """
+    from plangate.replay import redacted_span
+
     attributes = dict(span.attributes or {})
     original = attributes.get(SESSION_ID)
     if isinstance(original, str):
         attributes[SESSION_ID] = joined(namespace, original)
         attributes[ORIGINAL_SESSION_ID] = original
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=resource,
-        attributes=attributes,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
+    return redacted_span(
+        span, redactor or _default_redactor(), attributes=attributes, resource=resource
     )
+
+
+@functools.cache
+def _default_redactor() -> Redactor:
+    from plangate.replay import Redactor
+
+    return Redactor()
 
 
 def with_export(

@@ -105,8 +105,11 @@ def golden_from_phoenix(
     *,
     name: str | None = None,
     page_size: int = PAGE,
+    redact: Sequence[str] = (),
 ) -> Path:
     """Fetch sessions from Phoenix and write them as a golden dataset (atomically) to `out`.
+
+    Secrets are redacted (the built-in policy and `redact`) before anything is written.
 
     Args:
         url: The Phoenix base URL (`http://127.0.0.1:6006`).
@@ -115,6 +118,7 @@ def golden_from_phoenix(
         out: The dataset folder; an existing dataset there is replaced whole.
         name: The dataset's name (default: the folder's name).
         page_size: Spans per request.
+        redact: The user's own secret patterns, besides the built-in ones.
 
     Returns:
         The folder written.
@@ -143,7 +147,7 @@ def golden_from_phoenix(
         name=name or Path(out).name,
         description=f"from Phoenix project {project!r} at {url}",
     )
-    return write_dataset(dataset, out)
+    return write_dataset(dataset, out, redact=redact)
 
 
 def with_original_sessions(frame: pd.DataFrame) -> pd.DataFrame:

@@ -170,3 +170,12 @@ def test_a_bad_endpoint_setting_is_named(
     monkeypatch.setenv(variable, value)
     done = plangate("run", "hi", "--model", "openai:m")
     assert done.returncode == 2 and f"{variable}={value!r}: must be" in done.stderr
+
+
+def test_an_unwritable_output_is_named(corpus: Path) -> None:
+    """sysfs takes no new files, not even from root: the write fails as on a read-only disk."""
+    tau = corpus / "tau-bench" / "gpt-4o-airline.json"
+    done = plangate("import", "tau-bench", str(tau), "-o", "/sys/plangate-out.parquet")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("plangate: error: cannot write /sys/plangate-out.parquet: ")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

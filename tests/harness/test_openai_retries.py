@@ -135,3 +135,36 @@ async def test_connection_refused_is_retried_then_fails(sleeps: Sleeps) -> None:
     assert base_url in message
     assert "after 3 attempts" in message
     assert len(sleeps.delays) == 2
+
+
+async def test_the_deadline_stops_retrying_when_the_next_wait_would_pass_it(
+    server: ChatServer, make_model: MakeModel, sleeps: Sleeps
+) -> None:
+    """A hanging or failing endpoint costs at most the deadline, not retries x timeout."""
+    now = [0.0]
+
+    async def waiting(seconds: float) -> None:
+        await sleeps(seconds)
+        now[0] += seconds
+
+    server.enqueue(*[error(503, headers={"Retry-After": "4"})] * 3)
+    model = make_model(max_retries=10, deadline=10.0, sleep=waiting, clock=lambda: now[0])
+
+    message = await failure(model)
+
+    # Waits of 4 s each: two fit in 10 s, the third would not; 3 attempts, not 11.
+    assert len(server.requests) == 3
+    assert "no time left for a retry within the deadline of 10 s" in message
+    assert "after 3 attempts" in message
+    server.assert_complete()
+
+
+def test_the_environment_sets_timeout_retries_and_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANGATE_OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("PLANGATE_MODEL_TIMEOUT", "2.5")
+    monkeypatch.setenv("PLANGATE_MODEL_RETRIES", "1")
+    monkeypatch.setenv("PLANGATE_MODEL_DEADLINE", "30")
+    model = OpenAIModel.from_env(MODEL)
+    assert (model.timeout, model.max_retries, model.deadline) == (2.5, 1, 30.0)
