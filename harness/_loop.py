@@ -218,6 +218,8 @@ class TurnLoop:
                 self._emit(turn, "model_error", str(exc))
                 return Stop(reason="model_error", detail=str(exc))
             self.tracing.record_response(span, response)
+        if response.finish_reason == "length":  # an answer cut short looks like a bad one
+            self._emit(turn, "length_cutoff", f"model call {turn.iteration} hit its token limit")
         turn.usage = turn.usage + response.usage
         return response
 

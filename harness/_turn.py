@@ -45,6 +45,7 @@ EventKind = Literal[
     "iteration_warning",
     "forced_finish",
     "model_error",
+    "length_cutoff",
     "plan_proposed",
     "plan_approved",
     "plan_rejected",

@@ -79,6 +79,11 @@ def export_to_phoenix(parser: argparse.ArgumentParser) -> None:
         help=f"the Phoenix project of the exported spans (default: ${PROJECT_ENV} or "
         f"{DEFAULT_PROJECT})",
     )
+    parser.add_argument(
+        "--phoenix-required",
+        action="store_true",
+        help="exit 2 if Phoenix does not answer (default: warn and go on without the export)",
+    )
 
 
 def talk_to_phoenix(

@@ -1,8 +1,9 @@
 """The Phoenix export a command asks for with `--phoenix-url`, open for the command's length.
 
-A Phoenix that does not answer is reported on stderr and the command goes on without it; when
-the command ends, however it ends, the export is closed (which waits until every exported span
-has arrived) and its report printed on stderr. The exit code never depends on the export.
+A Phoenix that does not answer is a warning on stderr and the command goes on without it
+(`--phoenix-required` makes it unusable input instead: exit 2); when the command ends, however
+it ends, the export is closed (which waits until every exported span has arrived) and its
+report printed on stderr. Otherwise the exit code never depends on the export.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ def open_export(args: argparse.Namespace) -> PhoenixExport | None:
             url, project=phoenix_project(args), redact=getattr(args, "redact", None) or ()
         )
     except PhoenixError as exc:
-        print(f"plangate: error: {exc}; going on without the Phoenix export", file=sys.stderr)
+        if getattr(args, "phoenix_required", False):
+            raise
+        print(
+            f"plangate: warning: {exc}; going on without the Phoenix export "
+            "(--phoenix-required makes this an error)",
+            file=sys.stderr,
+        )
         return None
     print(
         f"phoenix: exporting spans to {export.url}, project {export.project!r}, "

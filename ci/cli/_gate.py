@@ -135,6 +135,8 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     console.print(f"plangate gate: {word}", highlight=False)
     if verdict.undecided is not None:
         console.print(f"  {verdict.undecided}", highlight=False, markup=False)
+    for warning in verdict.warnings[:5]:
+        console.print(f"  warning: {warning}", highlight=False, markup=False)
     noise = ", noise floor: baseline against itself" if verdict.noise_floor else ""
     table = Table(
         title=f"{verdict.baseline} → {verdict.candidate}, {verdict.repeats} repeats{noise}",

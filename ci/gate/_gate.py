@@ -66,7 +66,7 @@ from plangate.evaluators.scores import (
     PASS,
 )
 from plangate.replay import GoldenDataset, concat_tables, read_dataset, replay_turn
-from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
+from plangate.replay.schema import EVENTS, SESSION_ID, SPAN_KIND, TRIAL, TURN_INDEX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +103,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     k = gate.repeats
     baseline_repeats = 2 * k if gate.noise_floor else k
     side_scores = {}
+    warnings: list[str] = []
     for name, side, repeats in (
         ("baseline", gate.baseline, baseline_repeats),
         ("candidate", gate.candidate, k),
@@ -112,7 +113,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         else:
             side_scores[name] = await replay_scores(
                 gate, side, datasets, cases, names, rubrics, repeats=repeats,
-                span_processors=span_processors, label=name,
+                span_processors=span_processors, label=name, warnings=warnings,
             )  # fmt: skip
     baseline = runs_from_scores(side_scores["baseline"], cases, names)
     candidate = runs_from_scores(side_scores["candidate"], cases, names)
@@ -127,6 +128,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         passed=undecided is None and not any(v.failed for v in verdicts),
         undecided=undecided,
         errors=errors,
+        warnings=tuple(warnings),
         repeats=k,
         alpha=gate.alpha,
         evaluators=verdicts,
@@ -246,11 +248,13 @@ async def replay_scores(
     repeats: int,
     span_processors: SpanProcessors | None = None,
     label: str = "side",
+    warnings: list[str] | None = None,
 ) -> pa.Table:
     """Replay every case `repeats` times with one side; the scores, `trial` = repeat.
 
     With `span_processors`, each replayed repeat's spans go there too, each repeat a run of its
-    own: `LABEL-rN`, and the baseline's noise-floor repeats `noise-rN`.
+    own: `LABEL-rN`, and the baseline's noise-floor repeats `noise-rN`. Turns a model's token
+    limit cut short are added to `warnings`.
     """
     limit = asyncio.Semaphore(gate.jobs)
     params = {name: rule.params for name, rule in gate.evaluators.items() if rule.params}
@@ -280,11 +284,26 @@ async def replay_scores(
     for repeat in range(repeats):
         tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
         traces = concat_tables(tables)
+        if warnings is not None:
+            warnings.extend(
+                f"{label} {s} turn {t} repeat {repeat}: a model answer was cut at its token limit"
+                for s, t in _cut_short(traces)
+            )
         scores = evaluate(traces, rubrics, names=names, params=params)
         trial = pa.array([repeat] * scores.num_rows, pa.int32())
         scores = scores.set_column(scores.schema.get_field_index(TRIAL), TRIAL, trial)
         parts.append(with_agent_spans(scores, traces))
     return pa.concat_tables(parts) if parts else SCORE_SCHEMA.empty_table()
+
+
+def _cut_short(traces: pa.Table) -> list[tuple[str, int]]:
+    """The turns with a `length_cutoff` event (a model answer cut at its token limit)."""
+    rows = traces.select([SESSION_ID, TURN_INDEX, SPAN_KIND, EVENTS]).to_pylist()
+    return [
+        (r[SESSION_ID], r[TURN_INDEX])
+        for r in rows
+        if r[SPAN_KIND] == "AGENT" and r[EVENTS] and '"length_cutoff"' in r[EVENTS]
+    ]
 
 
 def _run(gate: GateFile, label: str, repeat: int) -> str:

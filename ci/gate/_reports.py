@@ -37,6 +37,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
         "verdict": verdict.word,
         "exit_code": verdict.exit_code,
         "undecided": verdict.undecided,
+        "warnings": list(verdict.warnings),
         "errors": [
             {
                 "side": e.side,
@@ -167,6 +168,9 @@ def markdown(verdict: Verdict) -> str:
     if flaky:
         lines += ["", f"**Flaky cases** ({len(flaky)}, not counted as regressions):", ""]
         lines += [_case_line(c) for c in flaky[:MAX_CASES_IN_SUMMARY]]
+    if verdict.warnings:
+        lines += ["", f"**Warnings** ({len(verdict.warnings)}):", ""]
+        lines += [f"- {w}" for w in verdict.warnings[:MAX_CASES_IN_SUMMARY]]
     if verdict.errors:
         lines += ["", f"**Errored turns** ({len(verdict.errors)}, not judged):", ""]
         lines += [

@@ -182,6 +182,8 @@ class Verdict:
     """Why the gate cannot decide (too many errors, an evaluator with no applicable case)."""
     errors: tuple[TurnError, ...] = ()
     """Every errored turn of either side."""
+    warnings: tuple[str, ...] = ()
+    """What a reader should know that is not a failure (answers cut at a token limit)."""
 
     @property
     def exit_code(self) -> int:

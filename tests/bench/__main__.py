@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tests.bench import bench_evaluators, bench_gate, bench_imports, bench_loop
+from tests.bench import bench_evaluators, bench_gate, bench_imports, bench_loop, bench_redact
 from tests.bench.bench_loop import Result
 
 TARGET_US = 150
@@ -110,6 +110,7 @@ def write(
     evaluator_results: list[bench_evaluators.Timing] | None = None,
     study: list[dict[str, object]] | None = None,
     imports: list[bench_imports.ImportTiming] | None = None,
+    redaction: list[bench_redact.RedactTiming] | None = None,
 ) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +129,7 @@ def write(
         ],
         "gate_study": study or [],
         "imports": [r.as_dict() for r in imports or []],
+        "redaction": [r.as_dict() for r in redaction or []],
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -162,7 +164,9 @@ def main() -> None:
     console.print(study_table(study))
     imports = bench_imports.run_all()
     console.print(bench_imports.table(imports))
-    write(results, pydantic_ai, load[0], evaluator_results, study, imports)
+    redaction = bench_redact.run_all()
+    console.print(bench_redact.table(redaction))
+    write(results, pydantic_ai, load[0], evaluator_results, study, imports, redaction)
     console.print(f"written to {OUT}")
 
 

@@ -179,3 +179,21 @@ def test_an_unwritable_output_is_named(corpus: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("plangate: error: cannot write /sys/plangate-out.parquet: ")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_an_unreachable_phoenix_is_a_warning_unless_required() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens once it closes
+    done = plangate("run", "What is the p95 latency?", "--phoenix-url", url)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "plangate: warning:" in done.stderr and "going on without the Phoenix export" in done.stderr
+    )
+    required = plangate(
+        "run", "What is the p95 latency?", "--phoenix-url", url, "--phoenix-required"
+    )
+    assert required.returncode == 2 and required.stderr.startswith("plangate: error:")
+    assert url in required.stderr

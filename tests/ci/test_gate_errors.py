@@ -145,3 +145,19 @@ def test_reports_count_not_applicable_cases_and_junit_skips_them() -> None:
     data = verdict_json(verdict)
     assert data["evaluators"][0]["not_applicable"] == 1
     assert data["cases"][1]["status"] == "n/a"
+
+
+def test_an_answer_cut_at_the_token_limit_is_an_event_and_a_warning(
+    tmp_path: Path, endpoint: ChatServer
+) -> None:
+    cut = completion(
+        tool_calls=[tool_call("finish", '{"summary": "done"}')], finish_reason="length"
+    )
+    endpoint.enqueue(*[cut for _ in CASES])
+    out = tmp_path / "out"
+    done = plangate("gate", str(write_gate(tmp_path)), "-o", str(out))
+    verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    assert len(verdict["warnings"]) == 4, done.stdout + done.stderr
+    assert "candidate obs-008 turn 0 repeat 0: a model answer was cut" in verdict["warnings"][0]
+    assert "**Warnings** (4):" in (out / "summary.md").read_text(encoding="utf-8")
+    assert "warning: candidate obs-008 turn 0" in done.stdout

@@ -180,16 +180,21 @@ model = "cassette"
     assert kill_everywhere(tmp_path, argv, "reports", complete_reports) >= 8
 
 
+def replayed_table(path: Path) -> None:
+    """A trace table at `path`: one golden session replayed."""
+    subprocess.run(
+        [sys.executable, "-m", "plangate", "replay", str(DATASET), "--session", "obs-008",
+         "-o", str(path)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("command", ["record", "dataset from-traces", "gate", "import", "eval"])
 def test_nothing_is_replaced_without_force(command: str, tmp_path: Path) -> None:
     existing = tmp_path / "existing"
     existing.write_text("keep me", encoding="utf-8")
     table = tmp_path / "t.parquet"
-    subprocess.run(
-        [sys.executable, "-m", "plangate", "replay", str(DATASET), "--session", "obs-008",
-         "-o", str(table)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    replayed_table(table)
     folder = tmp_path / "golden"
     made = subprocess.run(
         [sys.executable, "-m", "plangate", "dataset", "from-traces", str(table), "-o", str(folder)],
@@ -217,11 +222,7 @@ def test_nothing_is_replaced_without_force(command: str, tmp_path: Path) -> None
 def test_a_file_is_never_replaced_by_a_dataset_folder(tmp_path: Path) -> None:
     """The bug that started this: `record -o EXISTING.parquet` deleted the file."""
     table = tmp_path / "t.parquet"
-    subprocess.run(
-        [sys.executable, "-m", "plangate", "replay", str(DATASET), "--session", "obs-008",
-         "-o", str(table)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    replayed_table(table)
     before = fingerprint(table)
     done = subprocess.run(
         [sys.executable, "-m", "plangate", "dataset", "from-traces", str(table),
