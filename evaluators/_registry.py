@@ -30,6 +30,7 @@ from plangate.evaluators.scores import (
     TURN_KEY,
     VERSION,
     outcome_of,
+    passed_of,
 )
 from plangate.harness import PlangateError
 from plangate.replay.schema import (
@@ -117,7 +118,7 @@ def _run(
     result = result[RESULT_COLUMNS].copy()
     result[OUTCOME] = [outcome_of(None if _missing(p) else bool(p)) for p in result[PASSED]]
     result[PASSED] = pd.Series(
-        [None if o not in ("pass", "fail") else o == "pass" for o in result[OUTCOME]],
+        [passed_of(o) for o in result[OUTCOME]],
         index=result.index,
         dtype=object,
     )

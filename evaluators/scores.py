@@ -80,6 +80,13 @@ def outcome_of(passed: bool | None) -> Outcome:
     return PASS if passed else FAIL
 
 
+def passed_of(outcome: str) -> bool | None:
+    """`passed` for an outcome: True for `pass`, False for `fail`, None for `n/a` and `error`."""
+    if outcome in APPLICABLE:
+        return outcome == PASS
+    return None
+
+
 def with_outcomes(table: pa.Table) -> pa.Table:
     """A score table with its `outcome`: a table written before outcomes gets it from `passed`."""
     if OUTCOME in table.column_names or PASSED not in table.column_names:

@@ -36,7 +36,7 @@ from plangate.replay._exporter import TraceTableExporter, trace_table_provider
 from plangate.replay._from_traces import dataset_from_traces
 from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
 from plangate.replay._record import SessionRequest, load_requests, record, steps
-from plangate.replay._redact import Redactor, default_redactor
+from plangate.replay._redact import Redactor, default_redactor, redactor_for
 from plangate.replay._redacting import RedactingExporter, redacted_span
 from plangate.replay._replay import (
     CASSETTE_MODELS,
@@ -117,6 +117,7 @@ __all__ = [
     "recording_tools",
     "redacted_count",
     "redacted_span",
+    "redactor_for",
     "replay_turn",
     "rows_from_messages",
     "rows_from_spans",

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from plangate.harness import PlangateError, replace_folder, staging_folder, write_text_atomic
 from plangate.replay._cassette import Exchange, ToolRecord
-from plangate.replay._redact import REDACTED, Redactor, default_redactor
+from plangate.replay._redact import REDACTED, redactor_for
 from plangate.replay.schema import (
     SCHEMA,
     SESSION_ID,
@@ -183,7 +183,7 @@ def write_dataset(
     leaves the previous dataset or the new one (or, between the two renames, none). A file, or
     a folder that is not a dataset, is never replaced (`OutputError`).
     """
-    redactor = Redactor(redact) if redact else default_redactor()
+    redactor = redactor_for(redact)
     target = Path(folder)
     staging = staging_folder(target)
     try:

@@ -38,7 +38,7 @@ from plangate.replay._dataset import (
     table_of,
 )
 from plangate.replay._exporter import trace_table_provider
-from plangate.replay._redact import Redactor
+from plangate.replay._redact import redactor_for
 from plangate.replay.schema import (
     ERROR_STOP_REASONS,
     SESSION_ID,
@@ -162,7 +162,7 @@ async def record(
             and a replay against a dead endpoint would call it identical.
     """
     extra = (span_processor,) if span_processor is not None else ()
-    redactor = Redactor(redact)
+    redactor = redactor_for(redact)
     sessions: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     exchanges: list[dict[str, Any]] = []

@@ -228,3 +228,13 @@ def _keep_prefix(match: re.Match[str]) -> str:
 def default_redactor() -> Redactor:
     """The built-in policy (patterns, detectors, the environment's secrets), made once."""
     return Redactor()
+
+
+def redactor_for(extra: Iterable[str] = ()) -> Redactor:
+    """The built-in policy plus the user's patterns: the shared redactor when there are none.
+
+    Sharing it lets a second pass over what it already redacted (a recorded dataset, when it is
+    written) find every clean text remembered instead of scanning it again.
+    """
+    patterns = tuple(extra)
+    return Redactor(patterns) if patterns else default_redactor()

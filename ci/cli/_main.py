@@ -17,12 +17,9 @@ command runs, so a command pays only for what it uses (`plangate run` never load
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
@@ -110,12 +107,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _internal(exc: BaseException) -> int:
     """A bug: one line, and the traceback in a log file (secrets redacted) for the report."""
+    # Imported here, on the error path only: no command pays for them at start-up.
+    import datetime
+    import tempfile
+    import traceback
+
     line = f"{type(exc).__name__}: {_first_line(exc)}"
     where = ""
     try:
-        from plangate.replay import Redactor  # only on this path: it costs nothing otherwise
+        from plangate.harness import write_text_atomic
+        from plangate.replay import default_redactor
 
-        redact = Redactor().text
+        redact = default_redactor().text
         line = redact(line)
         folder = Path(
             os.environ.get(LOG_FOLDER_VARIABLE) or Path(tempfile.gettempdir()) / "plangate"
@@ -123,7 +126,7 @@ def _internal(exc: BaseException) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         log = folder / f"crash-{stamp}-{os.getpid()}.log"
-        log.write_text(redact("".join(traceback.format_exception(exc))), encoding="utf-8")
+        write_text_atomic(log, redact("".join(traceback.format_exception(exc))))
         where = f"; the traceback is in {log}"
     except Exception:  # the log is a courtesy: never hide the error behind a second one
         pass

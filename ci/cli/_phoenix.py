@@ -57,7 +57,7 @@ def from_phoenix(args: argparse.Namespace) -> int:
 
 def annotate_scores(args: argparse.Namespace) -> int:
     """`plangate phoenix annotate SCORES TRACES`: a score table as annotations on its turns."""
-    scores = _read_scores(args.scores)
+    scores = read_scores(args.scores)
     traces = read_table(args.traces)
     project = phoenix_project(args)
     report = annotate(
@@ -125,10 +125,6 @@ def _mirror(args: argparse.Namespace, client: Client) -> Any:
         client, args.dataset, name=args.name, project=args.phoenix_project,
         sessions=args.session, timeout=args.timeout,
     )  # fmt: skip
-
-
-def _read_scores(path: str) -> Any:
-    return read_scores(path)
 
 
 def _print_failures(scores: Any, urls: dict[tuple[str, int], str] | Any) -> None:

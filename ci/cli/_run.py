@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 
 from plangate.ci._telemetry import telemetry
 from plangate.ci.cli._exporting import exporting
-from plangate.ci.cli._printing import print_trajectory
+from plangate.ci.cli._printing import report_turn
 from plangate.ci.phoenix import with_export
 from plangate.harness import (
     BEHAVIOURS,
@@ -26,7 +25,6 @@ from plangate.harness import (
 )
 
 EXIT_OK = 0
-EXIT_MODEL_FAILED = 2
 
 
 def variants(args: argparse.Namespace) -> int:
@@ -95,13 +93,7 @@ def run(args: argparse.Namespace) -> int:
             result = asyncio.run(session.run_turn(request))
         finally:
             wiring.shutdown()
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
-    else:
-        print_trajectory(result)
-    if result.stop_reason == "model_error":
-        print(f"plangate: error: the model failed: {result.stop_detail}", file=sys.stderr)
-        return EXIT_MODEL_FAILED
+    code = report_turn(result, as_json=args.json)
     if result.stop_reason == "awaiting_approval":
         store = f" --store {args.store}" if args.store else ""
         print(
@@ -109,4 +101,4 @@ def run(args: argparse.Namespace) -> int:
             f"`plangate resume {session.session_id}{store} --approve | --plan FILE | --reject`",
             file=sys.stderr,
         )
-    return EXIT_OK
+    return code

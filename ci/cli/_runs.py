@@ -6,12 +6,11 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from plangate.ci.cli._arguments import DEFAULT_STORE, STORE_ENV
-from plangate.ci.cli._printing import print_trajectory
+from plangate.ci.cli._printing import report_turn
 from plangate.harness import (
     Agent,
     PlangateError,
@@ -75,14 +74,7 @@ def resume(args: argparse.Namespace) -> int:
         result = asyncio.run(session.reject(args.reason))
     else:
         result = asyncio.run(session.resume())
-    if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
-    else:
-        print_trajectory(result)
-    if result.stop_reason == "model_error":
-        print(f"plangate: error: the model failed: {result.stop_detail}", file=sys.stderr)
-        return 2
-    return 0
+    return report_turn(result, as_json=args.json)
 
 
 def _open(args: argparse.Namespace, *, must_exist: bool) -> SessionStore:

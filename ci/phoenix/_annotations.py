@@ -40,6 +40,7 @@ from plangate.evaluators.scores import (
     LABEL,
     OUTCOME,
     SCORE,
+    passed_of,
     with_outcomes,
 )
 from plangate.harness import PlangateError, semconv
@@ -214,7 +215,7 @@ def _metadata(row: Any) -> dict[str, Any]:
         "session_id": str(row.session_id),
         "turn_index": int(row.turn_index),
         "outcome": str(row.outcome),
-        "passed": None if row.outcome not in ("pass", "fail") else row.outcome == "pass",
+        "passed": passed_of(str(row.outcome)),
     }
     version = getattr(row, "version", None)
     if version is not None and version == version:

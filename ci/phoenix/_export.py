@@ -20,7 +20,6 @@ Like every telemetry path this never breaks the run: failures are counted, logge
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -182,10 +181,10 @@ class PhoenixExport:
         clock: Callable[[], float] = time.monotonic,
         redact: Sequence[str] = (),
     ) -> None:
-        from plangate.replay import Redactor  # here: `run` without an export never loads it
+        from plangate.replay import redactor_for  # here: `run` without an export never loads it
 
         self.url = server_url(url)
-        self.redactor = Redactor(redact)
+        self.redactor = redactor_for(redact)
         """Redacts every span before it is queued (plus the user's own `redact` patterns)."""
         self.project = project
         self.run_id = run_id or new_run_id()
@@ -341,7 +340,7 @@ def namespaced_span(
     The original session id is kept in `plangate.session_id`; nothing reaches Phoenix
     unredacted.
     """
-    from plangate.replay import redacted_span
+    from plangate.replay import default_redactor, redacted_span
 
     attributes = dict(span.attributes or {})
     original = attributes.get(SESSION_ID)
@@ -349,15 +348,8 @@ def namespaced_span(
         attributes[SESSION_ID] = joined(namespace, original)
         attributes[ORIGINAL_SESSION_ID] = original
     return redacted_span(
-        span, redactor or _default_redactor(), attributes=attributes, resource=resource
+        span, redactor or default_redactor(), attributes=attributes, resource=resource
     )
-
-
-@functools.cache
-def _default_redactor() -> Redactor:
-    from plangate.replay import Redactor
-
-    return Redactor()
 
 
 def with_export(

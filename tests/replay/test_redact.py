@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.replay import Redactor
-from tests.phoenix.test_secrets import ENVIRONMENT_SECRET, SECRETS, cores
+from tests.secrets import ENVIRONMENT_SECRET, SECRETS, cores
 
 REDACTOR = Redactor(["ACME-\\d{6}"], environ={"MY_SERVICE_TOKEN": ENVIRONMENT_SECRET})
 
