@@ -49,8 +49,9 @@ from plangate.harness._messages import (
 from plangate.harness._session import Session
 from plangate.harness._state import SessionState, session_state
 from plangate.harness._store import SessionStore
-from plangate.harness._tools import Tool, ToolRetry, render_result, tool
+from plangate.harness._tools import Tool, ToolRetry, ToolSourceError, render_result, tool
 from plangate.harness._turn import (
+    ERROR_STOP_REASONS,
     FINISH,
     STOP_REASONS,
     Event,
@@ -62,6 +63,7 @@ from plangate.harness._variant import Variant, builtin_variants, load_variant, p
 from plangate.harness.domains import Domain, domain_names, get_domain
 from plangate.harness.models import (
     BEHAVIOURS,
+    EndpointSettings,
     Model,
     ModelError,
     ScriptedModel,
@@ -85,12 +87,14 @@ else:  # not for type checkers: a module `__getattr__` would hide every missing 
 
 __all__ = [
     "BEHAVIOURS",
+    "ERROR_STOP_REASONS",
     "FINISH",
     "STOP_REASONS",
     "Agent",
     "AssistantMessage",
     "ConfigError",
     "Domain",
+    "EndpointSettings",
     "Event",
     "Message",
     "Model",
@@ -114,6 +118,7 @@ __all__ = [
     "ToolDefinition",
     "ToolMessage",
     "ToolRetry",
+    "ToolSourceError",
     "TurnResult",
     "Usage",
     "UserMessage",

@@ -47,11 +47,12 @@ from plangate.harness._messages import (
 from plangate.harness._spans import SpanHandle
 from plangate.harness._state import STATE_VERSION, SessionState, session_state
 from plangate.harness._store import Status
-from plangate.harness._tools import Tool, ToolResult, ToolRetry, run_tool, tool
+from plangate.harness._tools import Tool, ToolResult, ToolRetry, ToolSourceError, run_tool, tool
 from plangate.harness._tracing import SessionTracing
 from plangate.harness._trigger import needs_plan
 from plangate.harness._turn import (
     CONTINUE,
+    ERROR_STOP_REASONS,
     Continue,
     Event,
     EventKind,
@@ -135,7 +136,7 @@ class TurnLoop:
             span.set(
                 {STOP_REASON: outcome.reason, ITERATIONS: turn.iteration, OUTPUT_VALUE: turn.answer}
             )
-            if outcome.reason == "model_error":
+            if outcome.reason in ERROR_STOP_REASONS:
                 span.error(outcome.detail)
         result = turn.result(self.session_id, self.plan_items(), outcome)
         if outcome.reason != "awaiting_approval":
@@ -265,12 +266,23 @@ class TurnLoop:
         found = turn.offered.get(call.name)
         schema = found.parameters if found is not None else None
         nests = found is not None and found.is_async  # delegate's subagent spans nest in it
+        limit = self.agent.variant.tools.timeout
         with self.tracing.tool(turn.iteration, call, schema, nests=nests) as span:
-            result = await run_tool(call, turn.offered, parsed)
+            try:
+                result = await run_tool(call, turn.offered, parsed, time_limit=limit)
+            except ToolSourceError as exc:  # the tools' infrastructure, not the agent: an error
+                span.error(str(exc))
+                return self._tool_failed(turn, call, arguments, str(exc))
             content = self._annotate(turn, result, repeated, span)
         turn.record(call, result.status, content, arguments)
         self._save()
         return None
+
+    def _tool_failed(self, turn: Turn, call: ToolCall, arguments: str, detail: str) -> Stop:
+        self._emit(turn, "tool_error", detail)
+        turn.record(call, "error", f"Not run: {detail}.", arguments)
+        self._save()
+        return Stop(reason="tool_error", detail=detail)
 
     def _annotate(
         self, turn: Turn, result: ToolResult, repeated: Repetition | None, span: SpanHandle

@@ -3,28 +3,42 @@
 A tool's JSON schema comes from its type hints and its Google-style docstring. Every failure a
 model can fix (unknown tool, malformed or invalid arguments, a `ToolRetry` raised by the tool,
 any other exception in the tool) comes back as an error result that says what to do next; the
-run goes on.
+run goes on. A failure of what serves the tools (`ToolSourceError`: a tool server that is down,
+a tool that does not answer within its timeout) is not the model's to fix: it propagates, and
+the loop stops the turn with `tool_error`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import json
-import re
-import types
-import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import threading
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
+from plangate.harness._errors import PlangateError
 from plangate.harness._messages import ToolCall, ToolDefinition, canonical_json, parse_json
+from plangate.harness._schemas import compiled, function_schema, parse_docstring, validate
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
 
 class ToolRetry(Exception):
     """Raised by a tool when the model can fix the call; the message becomes the tool result."""
+
+
+class ToolSourceError(PlangateError):
+    """What serves a tool failed, not the tool: an infrastructure error, not the model's to fix.
+
+    Raised by a tool source (a tool server that is down, a cassette that cannot answer) or by
+    `run_tool` when a call outlives its timeout. The turn stops with `tool_error`, which every
+    evaluator counts as an error, never as a pass or a fail.
+    """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +66,7 @@ class Tool:
             name=self.name, description=self.description, parameters=self.parameters
         )
         object.__setattr__(self, "definition", definition)
-        object.__setattr__(self, "accepts", _compiled(self.parameters))
+        object.__setattr__(self, "accepts", compiled(self.parameters))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,261 +138,6 @@ def _described_schema(fn: ToolFunction) -> tuple[str, dict[str, Any]]:
     return cached
 
 
-_SECTION = re.compile(r"^(Args|Arguments|Returns|Raises|Yields|Examples?|Notes?):\s*$")
-_ARG = re.compile(r"^(\s+)(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
-
-
-def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a Google docstring into its description and the `Args:` descriptions."""
-    lines = doc.splitlines()
-    summary: list[str] = []
-    args: dict[str, str] = {}
-    section: str | None = None
-    current: str | None = None
-    indent = 0
-    for line in lines:
-        heading = _SECTION.match(line)
-        if heading:
-            section, current = heading.group(1), None
-            continue
-        if section is None:
-            summary.append(line)
-            continue
-        if section not in ("Args", "Arguments") or not line.strip():
-            continue
-        depth = len(line) - len(line.lstrip())
-        match = _ARG.match(line)
-        if match and (current is None or depth <= indent):
-            indent, current = depth, match.group(2)
-            args[current] = match.group(3).strip()
-        elif current is not None:
-            # A deeper line continues the argument above, even when it reads "Format: …".
-            args[current] = f"{args[current]} {line.strip()}".strip()
-    return "\n".join(summary).strip(), args
-
-
-def function_schema(fn: ToolFunction, arg_docs: Mapping[str, str]) -> dict[str, Any]:
-    """The JSON schema of `fn`'s keyword arguments."""
-    hints = typing.get_type_hints(fn, include_extras=False)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"tool {fn.__name__!r}: *args and **kwargs are not supported")
-        if param.name not in hints:
-            raise TypeError(f"tool {fn.__name__!r}: parameter {param.name!r} needs a type hint")
-        prop = type_schema(hints[param.name])
-        if param.name in arg_docs:
-            prop["description"] = arg_docs[param.name]
-        if param.default is inspect.Parameter.empty:
-            required.append(param.name)
-        elif param.default is not None:
-            prop["default"] = param.default
-        properties[param.name] = prop
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def type_schema(hint: Any) -> dict[str, Any]:
-    """The JSON schema of one type hint."""
-    if hint in _SCALARS:
-        return {"type": _SCALARS[hint]}
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        inner = (
-            type_schema(options[0])
-            if len(options) == 1
-            else {"anyOf": [type_schema(a) for a in options]}
-        )
-        return {"anyOf": [inner, {"type": "null"}]} if type(None) in args else inner
-    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
-        raise TypeError(f"tuple hints must be tuple[X, ...], not {hint!r}; use a TypedDict")
-    if origin in (list, Sequence, tuple) or hint is list:
-        return {"type": "array", "items": type_schema(args[0])} if args else {"type": "array"}
-    if origin is dict or hint is dict:
-        return (
-            {"type": "object", "additionalProperties": type_schema(args[1])}
-            if args
-            else {"type": "object"}
-        )
-    if typing.is_typeddict(hint):
-        return _typeddict_schema(hint)
-    if hint is Any:
-        return {}
-    raise TypeError(f"unsupported type hint for a tool parameter: {hint!r}")
-
-
-def _typeddict_schema(hint: Any) -> dict[str, Any]:
-    # Read Required / NotRequired from the hints themselves: under postponed annotations,
-    # Python 3.11's `__required_keys__` does not see them.
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for key, value in typing.get_type_hints(hint, include_extras=True).items():
-        origin = typing.get_origin(value)
-        if origin in (typing.NotRequired, typing.Required):
-            inner = typing.get_args(value)[0]
-            is_required = origin is typing.Required
-        else:
-            # `__required_keys__` knows each key's own class totality (inheritance).
-            inner, is_required = value, key in hint.__required_keys__
-        properties[key] = type_schema(inner)
-        if is_required:
-            required.append(key)
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
-
-
-def validate(schema: Mapping[str, Any], value: Any, path: str = "") -> list[str]:
-    """Check `value` against the subset of JSON schema that `function_schema` produces.
-
-    Returns one readable problem per mistake, each naming the argument path (empty if valid).
-    """
-    where = path or "arguments"
-    if "anyOf" in schema:
-        if any(not validate(option, value, path) for option in schema["anyOf"]):
-            return []
-        return [f"{where}: {json.dumps(value)} does not match any allowed form"]
-    if "enum" in schema:
-        if any(value == v and type(value) is type(v) for v in schema["enum"]):
-            return []
-        allowed = ", ".join(json.dumps(v) for v in schema["enum"])
-        return [f"{where} must be one of {allowed} (got {json.dumps(value)})"]
-    expected = schema.get("type")
-    if expected is not None and not _is_type(value, expected):
-        return [f"{where} must be {_article(expected)} (got {json.dumps(value)})"]
-    if expected == "array" and "items" in schema:
-        return [
-            e
-            for i, item in enumerate(value)
-            for e in validate(schema["items"], item, f"{where}[{i}]")
-        ]
-    if expected == "object":
-        return _validate_object(schema, value, path)
-    return []
-
-
-def _validate_object(schema: Mapping[str, Any], value: dict[str, Any], path: str) -> list[str]:
-    problems: list[str] = []
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    prefix = f"{path}." if path else ""
-    for key in schema.get("required", ()):
-        if key not in value:
-            problems.append(f"missing required argument {prefix}{key!s}")
-    extra = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in properties:
-            problems.extend(validate(properties[key], item, f"{prefix}{key}"))
-        elif extra is False:
-            known = ", ".join(properties) or "none"
-            problems.append(f"unknown argument {prefix}{key} (allowed: {known})")
-        elif isinstance(extra, Mapping):
-            problems.extend(validate(extra, item, f"{prefix}{key}"))
-    return problems
-
-
-Check = Callable[[Any], bool]
-
-_CHECKS: dict[int, tuple[Mapping[str, Any], Check]] = {}
-
-
-def _compiled(schema: Mapping[str, Any]) -> Check:
-    """`compile_schema`, once per schema object.
-
-    The tools made for every session (plan tools, `finish`) share their schema object through
-    `_described_schema`, so a session does not compile them again.
-    """
-    cached = _CHECKS.get(id(schema))
-    if cached is None or cached[0] is not schema:
-        if len(_CHECKS) >= 1024:
-            _CHECKS.clear()
-        cached = _CHECKS[id(schema)] = (schema, compile_schema(schema))
-    return cached[1]
-
-
-def compile_schema(schema: Mapping[str, Any]) -> Check:
-    """A function that says whether `validate(schema, value)` finds no problem, and is fast.
-
-    `validate` interprets the schema and names every problem; a tool runs far more often
-    with valid arguments than not, so this answers the yes-or-no question from checks built
-    once. The two must agree on every schema and value (a property test holds them to it).
-    """
-    if "anyOf" in schema:
-        options = [compile_schema(option) for option in schema["anyOf"]]
-        return lambda value: any(option(value) for option in options)
-    if "enum" in schema:
-        allowed = list(schema["enum"])
-        return lambda value: any(value == v and type(value) is type(v) for v in allowed)
-    expected = schema.get("type")
-    if expected == "array" and "items" in schema:
-        item = compile_schema(schema["items"])
-        return lambda value: isinstance(value, list) and all(item(v) for v in value)
-    if expected == "object":
-        return _compile_object(schema)
-    if expected is None:
-        return lambda value: True
-    return functools.partial(_is_type, expected=expected)
-
-
-def _compile_object(schema: Mapping[str, Any]) -> Check:
-    properties = {key: compile_schema(s) for key, s in schema.get("properties", {}).items()}
-    required = tuple(schema.get("required", ()))
-    extra = schema.get("additionalProperties", True)
-    rest = compile_schema(extra) if isinstance(extra, Mapping) else None
-
-    def check(value: Any) -> bool:
-        if not isinstance(value, dict):
-            return False
-        for key in required:
-            if key not in value:
-                return False
-        for key, item in value.items():
-            known = properties.get(key)
-            if known is not None:
-                if not known(item):
-                    return False
-            elif extra is False or (rest is not None and not rest(item)):
-                return False
-        return True
-
-    return check
-
-
-def _is_type(value: Any, expected: str) -> bool:
-    if isinstance(value, bool) and expected in ("integer", "number"):
-        return False
-    return isinstance(value, _JSON_TYPES.get(expected, (object,)))
-
-
-def _article(json_type: str) -> str:
-    return f"an {json_type}" if json_type[0] in "aeiou" else f"a {json_type}"
-
-
 def render_result(value: Any) -> str:
     """Turn a tool's return value into the text the model sees."""
     if isinstance(value, str):
@@ -387,12 +146,20 @@ def render_result(value: Any) -> str:
 
 
 async def run_tool(
-    call: ToolCall, tools: Mapping[str, Tool], parsed: dict[str, Any] | None = None
+    call: ToolCall,
+    tools: Mapping[str, Tool],
+    parsed: dict[str, Any] | None = None,
+    *,
+    time_limit: float = 0,
 ) -> ToolResult:
     """Run one call; every mistake the model can fix becomes an error result, never a raise.
 
     `parsed` is the call's arguments object when the caller has parsed it already (the loop
     does, for the loop guard's key); without it the arguments text is parsed here.
+
+    Raises:
+        ToolSourceError: The tool's source failed, or the call took longer than `time_limit`
+            seconds (0: no limit).
     """
     found = tools.get(call.name)
     if found is None:
@@ -424,12 +191,12 @@ async def run_tool(
             "Fix the arguments and call the tool again.",
         )
     try:
-        value = found.function(**arguments)
-        if found.is_async:
-            value = await value
+        value = await invoke(found, arguments, time_limit)
         content = render_result(value)
     except ToolRetry as exc:
         return _error(call, arguments, str(exc))
+    except ToolSourceError:
+        raise
     except Exception as exc:  # a tool bug must not end the run: the model can try another way
         return _error(
             call,
@@ -438,6 +205,59 @@ async def run_tool(
             "Try different arguments or another approach.",
         )
     return ToolResult(call=call, content=content, status="ok", arguments=arguments, value=value)
+
+
+async def invoke(found: Tool, arguments: Mapping[str, Any], time_limit: float = 0) -> Any:
+    """Call a tool's function with `arguments`, within `time_limit` seconds (0: no limit).
+
+    Without a limit a sync tool runs right here, at no cost. With one, a sync tool runs in a
+    daemon thread, since only a thread lets the loop stop waiting for a function that hangs;
+    a thread left hanging is abandoned, and never keeps the process from exiting.
+
+    Raises:
+        ToolSourceError: The call took longer than `time_limit`.
+    """
+    if not time_limit:
+        value = found.function(**arguments)
+        return await value if found.is_async else value
+    deadline = asyncio.timeout(time_limit)
+    try:
+        async with deadline:
+            if found.is_async:
+                return await found.function(**arguments)
+            return await _in_thread(functools.partial(found.function, **arguments))
+    except TimeoutError:
+        if not deadline.expired():  # the tool's own timeout: the model sees it, as any error
+            raise
+        raise ToolSourceError(
+            f"tool {found.name!r} did not answer within {time_limit:g} s (the tools' timeout)"
+        ) from None
+
+
+def _in_thread(function: Callable[[], Any]) -> asyncio.Future[Any]:
+    """`function()` in a daemon thread of its own, with the caller's context (its spans)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # abandoned: the caller stopped waiting
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def work() -> None:
+        try:
+            value, error = context.run(function), None
+        except BaseException as exc:  # handed to the caller, who decides
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed while the tool hung
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="plangate-tool", daemon=True).start()
+    return future
 
 
 def _error(call: ToolCall, arguments: Mapping[str, Any] | None, message: str) -> ToolResult:

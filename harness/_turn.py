@@ -26,12 +26,21 @@ from plangate.harness._tools import Tool
 from plangate.harness.plans import PlanItem
 
 StopReason = Literal[
-    "finished", "forced_finish", "max_iterations", "loop_guard", "model_error", "awaiting_approval"
+    "finished",
+    "forced_finish",
+    "max_iterations",
+    "loop_guard",
+    "model_error",
+    "tool_error",
+    "awaiting_approval",
 ]
 """Why a turn ended."""
 
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 """Every stop reason, in the order above."""
+ERROR_STOP_REASONS: frozenset[StopReason] = frozenset({"model_error", "tool_error"})
+"""Stop reasons that are infrastructure failures, not something the agent did: the model
+endpoint kept failing (`model_error`), or what serves the tools failed (`tool_error`)."""
 
 EventKind = Literal[
     "plan_updated",
@@ -45,6 +54,7 @@ EventKind = Literal[
     "iteration_warning",
     "forced_finish",
     "model_error",
+    "tool_error",
     "length_cutoff",
     "plan_proposed",
     "plan_approved",

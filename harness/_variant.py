@@ -94,6 +94,16 @@ class ContextSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSettings:
+    """How the harness runs tools."""
+
+    timeout: float = 0
+    """Seconds a tool call may take (0: no limit). A call that takes longer is a failure of the
+    tool's environment, not the agent's: the turn stops with `tool_error`, an error under every
+    evaluator. With a limit, sync tools run in a worker thread (about 0.1 ms a call)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Variant:
     """A harness variant: a name and every switch."""
 
@@ -109,6 +119,8 @@ class Variant:
     """Guard switches."""
     context: ContextSettings = field(default_factory=ContextSettings)
     """Context management, memory, skills and subagents."""
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    """How tools run (their timeout)."""
 
 
 def builtin_variants() -> list[str]:
@@ -175,6 +187,10 @@ def _value(hint: Any, value: Any, where: str, key: str) -> Any:
         raise ConfigError(f"{where}: {key!r} must be true or false, not {value!r}")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ConfigError(f"{where}: {key!r} must be a whole number >= 0, not {value!r}")
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise ConfigError(f"{where}: {key!r} must be a number >= 0, not {value!r}")
+        return float(value)
     if hint is str and not isinstance(value, str):
         raise ConfigError(f"{where}: {key!r} must be a string, not {value!r}")
     return value

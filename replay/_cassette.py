@@ -29,6 +29,7 @@ from plangate.harness import (
     ToolCall,
     ToolDefinition,
     ToolRetry,
+    ToolSourceError,
     Usage,
     message_from_dict,
     message_to_dict,
@@ -185,18 +186,32 @@ def recording_tools(tools: Sequence[Tool], recorder: Recorder) -> list[Tool]:
 
 
 def _recording(tool: Tool, recorder: Recorder) -> Tool:
-    async def run(**arguments: Any) -> Any:
-        try:
-            value = tool.function(**arguments)
-            if tool.is_async:
-                value = await value
-        except Exception as exc:
-            recorder.tool_result(tool.name, arguments, "error", str(exc), type(exc).__name__)
-            raise
+    """`tool`, recording each result; sync stays sync, so a timeout can still stop a hang."""
+
+    def failed(arguments: dict[str, Any], exc: Exception) -> None:
+        recorder.tool_result(tool.name, arguments, "error", str(exc), type(exc).__name__)
+
+    def succeeded(arguments: dict[str, Any], value: Any) -> Any:
         recorder.tool_result(tool.name, arguments, "ok", render_result(value))
         return value
 
-    return dataclasses.replace(tool, function=run, is_async=True)
+    def run(**arguments: Any) -> Any:
+        try:
+            value = tool.function(**arguments)
+        except Exception as exc:
+            failed(arguments, exc)
+            raise
+        return succeeded(arguments, value)
+
+    async def run_async(**arguments: Any) -> Any:
+        try:
+            value = await tool.function(**arguments)
+        except Exception as exc:
+            failed(arguments, exc)
+            raise
+        return succeeded(arguments, value)
+
+    return dataclasses.replace(tool, function=run_async if tool.is_async else run)
 
 
 @dataclass(slots=True)
@@ -287,6 +302,8 @@ def _replayed_error(record: ToolRecord) -> Exception:
     """An exception that the loop renders exactly as it rendered the recorded one."""
     if record.error_type in ("", "ToolRetry"):
         return ToolRetry(record.result)
+    if record.error_type == ToolSourceError.__name__:  # recorded with --allow-errors
+        return ToolSourceError(record.result)
     kind: type[Exception] = type(record.error_type, (Exception,), {})
     return kind(record.result)
 

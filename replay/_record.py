@@ -158,7 +158,7 @@ async def record(
 
     Raises:
         DatasetError: A turn ended in an infrastructure error (the model endpoint kept
-            failing) and `allow_errors` is false: such a golden records nothing the agent did,
+            failing, the tools' source failed) and `allow_errors` is false: such a golden records nothing the agent did,
             and a replay against a dead endpoint would call it identical.
     """
     extra = (span_processor,) if span_processor is not None else ()
@@ -213,7 +213,8 @@ def _refuse_errors(turns: list[dict[str, Any]], spans: pa.Table) -> None:
     raise DatasetError(
         f"{len(errored)} of {len(turns)} recorded turns ended in {first[STOP_REASON]} (first: "
         f"session {first[SESSION_ID]!r} turn {first[TURN_INDEX]}: {detail or 'no detail'}); "
-        "nothing was written: fix the model endpoint, or pass --allow-errors to keep them"
+        "nothing was written: fix the model endpoint or the tools, or pass --allow-errors to "
+        "keep them"
     )
 
 

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from plangate.harness import (
     Agent,
+    EndpointSettings,
     Model,
     SessionState,
     Tool,
@@ -122,11 +123,13 @@ async def replay_turn(
     tracer_provider: Any = None,
     seed: int | None = None,
     span_processor: SpanProcessor | None = None,
+    endpoint: EndpointSettings | None = None,
 ) -> ReplayResult:
     """Replay one turn; a strict cassette mismatch or a failed model is in `error`, not raised.
 
     The spans go to a trace table (`table`), and also to `span_processor` if given (e.g. an
-    export to Phoenix); or, with `tracer_provider`, only to that provider.
+    export to Phoenix); or, with `tracer_provider`, only to that provider. `endpoint` sets an
+    `openai:` model's timeout, retries and deadline (unset: from the environment).
     """
     if tracer_provider is not None and span_processor is not None:
         raise ValueError("give replay_turn a tracer_provider or a span_processor, not both")
@@ -138,7 +141,7 @@ async def replay_turn(
     provider, exporter = (
         (tracer_provider, None) if tracer_provider else trace_table_provider(*extra)
     )
-    cassette = _model(dataset, session_row, turn_index, model, seed)
+    cassette = _model(dataset, session_row, turn_index, model, seed, endpoint)
     memory_dir = _memory_before(session_row, turn_row)
     agent = Agent(
         model=cassette,
@@ -170,7 +173,8 @@ async def replay_turn(
     error = served.failure if served else None
     if error is None and result.stop_reason in ERROR_STOP_REASONS:
         # Never "identical": a golden recorded against a dead endpoint matches any other one.
-        error = f"the model failed: {result.stop_detail}"
+        what = "model" if result.stop_reason == "model_error" else "tools"
+        error = f"the {what} failed: {result.stop_detail}"
     return ReplayResult(
         **base,
         replayed=replayed,
@@ -188,13 +192,14 @@ def _model(
     turn_index: int,
     spec: str,
     seed: int | None = None,
+    endpoint: EndpointSettings | None = None,
 ) -> Model:
     if spec in CASSETTE_MODELS:
         exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
     domain = get_domain(session_row["domain"])
     chosen = seed if seed is not None else session_row.get("seed") or 0
-    return model_from_spec(spec, domain=domain, seed=chosen)
+    return model_from_spec(spec, domain=domain, seed=chosen, endpoint=endpoint)
 
 
 def _tools(

@@ -36,6 +36,7 @@ from plangate.harness import (
     semconv,
     writing,
 )
+from plangate.harness import ERROR_STOP_REASONS as HARNESS_ERROR_STOP_REASONS
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
 
@@ -82,9 +83,9 @@ STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
 STOP_REASONS = HARNESS_STOP_REASONS
 """The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
-ERROR_STOP_REASONS = frozenset({"model_error"})
-"""Stop reasons that are infrastructure failures (the model endpoint kept failing), not something
-the agent did: the turn is an error, neither a pass nor a fail."""
+ERROR_STOP_REASONS = HARNESS_ERROR_STOP_REASONS
+"""Stop reasons that are infrastructure failures (the model endpoint kept failing, the tools'
+source failed), not something the agent did: the turn is an error, neither a pass nor a fail."""
 PLAN_TOOLS = HARNESS_PLAN_TOOLS
 """The `tool_name`s of plan bookkeeping: the todo and the dependency dialects' tools."""
 CONTROL_TOOLS = frozenset({FINISH})

@@ -2,12 +2,16 @@
 
 `--model-timeout`, `--model-retries` and `--model-deadline` set the environment variables that
 `plangate.harness.OpenAIModel.from_env` reads, so that they reach every model a command makes
-(the gate's, a replay's) without passing through each layer. Imports nothing heavy.
+(the gate's, a replay's) without passing through each layer; the gate also takes them as
+`EndpointSettings` (`endpoint_flags`), which win over its file's `[gate]` settings. Imports
+nothing heavy.
 """
 
 from __future__ import annotations
 
 import argparse
+
+from plangate.harness.models import EndpointSettings
 
 ENDPOINT_FLAGS = {
     "model_timeout": "PLANGATE_MODEL_TIMEOUT",
@@ -66,4 +70,13 @@ def endpoint(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="the most one model call may take, retries and waits included (default none; env "
         "PLANGATE_MODEL_DEADLINE)",
+    )
+
+
+def endpoint_flags(args: argparse.Namespace) -> EndpointSettings:
+    """The endpoint flags a command was given, as settings (unset where a flag was not)."""
+    return EndpointSettings(
+        timeout=getattr(args, "model_timeout", None),
+        retries=getattr(args, "model_retries", None),
+        deadline=getattr(args, "model_deadline", None),
     )

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from plangate.ci.cli._exporting import exporting
+from plangate.ci.cli._flags import endpoint_flags
 from plangate.ci.cli._printing import short
 from plangate.ci.gate import (
     DEFAULT_GATE,
@@ -42,7 +43,11 @@ def gate(args: argparse.Namespace) -> int:
     check_output(args.output, force=args.force, what="a gate's report set", marker=REPORT_MARKER)
     with exporting(args) as export:
         verdict, files = gate_with_reports(
-            args.gate_file, args.output, repeats=args.repeats, span_processors=replays_to(export)
+            args.gate_file,
+            args.output,
+            repeats=args.repeats,
+            span_processors=replays_to(export),
+            endpoint=endpoint_flags(args),
         )
     if export is not None:
         # The scores as annotations, and each case's Phoenix link into the reports.

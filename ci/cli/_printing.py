@@ -5,24 +5,27 @@ from __future__ import annotations
 import json
 import sys
 
-from plangate.harness import TurnResult
+from plangate.harness import ERROR_STOP_REASONS, TurnResult
 
-EXIT_MODEL_FAILED = 2
-"""A turn whose model failed for good (`model_error`): nothing the agent did can be judged."""
+EXIT_INFRASTRUCTURE_FAILED = 2
+"""A turn whose model or tools failed for good (`model_error`, `tool_error`): nothing the
+agent did can be judged."""
 
 
 def report_turn(result: TurnResult, *, as_json: bool) -> int:
     """Print the turn as JSON or as its trajectory; return its exit code.
 
-    0, or 2 with one line on stderr when the model failed (`model_error`).
+    0, or 2 with one line on stderr when the model or the tools failed (`model_error`,
+    `tool_error`).
     """
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print_trajectory(result)
-    if result.stop_reason == "model_error":
-        print(f"plangate: error: the model failed: {result.stop_detail}", file=sys.stderr)
-        return EXIT_MODEL_FAILED
+    if result.stop_reason in ERROR_STOP_REASONS:
+        what = "model" if result.stop_reason == "model_error" else "tools"
+        print(f"plangate: error: the {what} failed: {result.stop_detail}", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE_FAILED
     return 0
 
 

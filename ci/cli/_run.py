@@ -65,8 +65,8 @@ def read_request(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """`plangate run REQUEST`: one turn of the reference agent, its trajectory printed.
 
-    Exit 0 when the turn ran (whatever the agent did), 2 when the model failed for good
-    (`model_error`: nothing the agent did can be judged from it).
+    Exit 0 when the turn ran (whatever the agent did), 2 when the model or the tools failed for
+    good (`model_error`, `tool_error`: nothing the agent did can be judged from it).
     """
     request = read_request(args.request)
     variant = load_variant(args.variant)

@@ -275,7 +275,7 @@ async def replay_scores(
             result = await replay_turn(
                 datasets[name], session_id, turn_index, variant=side.variant, model=side.model,
                 tools=side.tools, seed=seed,  # type: ignore[arg-type]
-                span_processor=extra,
+                span_processor=extra, endpoint=gate.endpoint,
             )  # fmt: skip
         assert result.table is not None
         return result.table

@@ -7,6 +7,11 @@
     jobs = 4                    # turns replayed at once
     noise_floor = true          # also replay the baseline against itself (fresh seeds)
     max_errors = 0              # errored turns a side may have before the gate cannot decide
+    model_timeout = 60          # an openai: model's per-attempt timeout, in seconds
+    model_retries = 4           # its retries after a failed attempt (429, 5xx, timeouts)
+    model_deadline = 300        # the most one model call may take, retries included
+                                # (these three: the command's flags win, then this file,
+                                # then PLANGATE_MODEL_TIMEOUT/_RETRIES/_DEADLINE)
 
     [[datasets]]
     path = "datasets/observability-core"
@@ -42,16 +47,25 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
+from math import inf
 from pathlib import Path
 from typing import Any
 
 from plangate.evaluators import evaluators as registered
-from plangate.harness import PlangateError, load_variant, read_text
+from plangate.harness import EndpointSettings, PlangateError, load_variant, read_text
 from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
 SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
-GATE_KEYS = frozenset({"repeats", "seed", "alpha", "jobs", "noise_floor", "max_errors"})
+ENDPOINT_KEYS = {
+    "model_timeout": "timeout",
+    "model_retries": "retries",
+    "model_deadline": "deadline",
+}
+"""The `[gate]` keys of an `openai:` model's patience, and their `EndpointSettings` fields."""
+GATE_KEYS = frozenset(
+    {"repeats", "seed", "alpha", "jobs", "noise_floor", "max_errors", *ENDPOINT_KEYS}
+)
 
 DEFAULT_GATE = Path(__file__).resolve().parent.parent / "gate.toml"
 """The shipped gate file: the shipped golden datasets and the default evaluators."""
@@ -121,6 +135,8 @@ class GateFile:
     """Replay the baseline a second time with fresh seeds; the verdict must beat that noise."""
     max_errors: int = 0
     """Errored turns (infrastructure failures) a side may have; beyond, the gate cannot decide."""
+    endpoint: EndpointSettings = field(default_factory=EndpointSettings)
+    """An `openai:` model's timeout, retries and deadline (unset: from the environment)."""
 
 
 def load_gate(path: str | Path) -> GateFile:
@@ -158,6 +174,7 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         jobs=_int(settings, "jobs", 4, 1, source),
         noise_floor=noise_floor,
         max_errors=_int(settings, "max_errors", 0, 0, source),
+        endpoint=_endpoint(settings, source),
     )
 
 
@@ -224,6 +241,23 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     except PlangateError as exc:
         raise GateFileError(f"{source}: {name}.variant: {exc}") from exc
     return Side(variant=variant, model=model, tools=tools, seed=seed)
+
+
+def _endpoint(settings: dict[str, Any], source: Path) -> EndpointSettings:
+    chosen: dict[str, float | int] = {}
+    for key, name in ENDPOINT_KEYS.items():
+        if key not in settings:
+            continue
+        value = settings[key]
+        if name == "retries":
+            chosen[name] = _int(settings, key, 0, 0, source)
+        elif isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < inf:
+            chosen[name] = float(value)
+        else:
+            raise GateFileError(
+                f"{source}: gate.{key} must be a number of seconds > 0, not {value!r}"
+            )
+    return EndpointSettings(**chosen)  # type: ignore[arg-type]
 
 
 def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:

@@ -10,6 +10,7 @@ from plangate.ci.gate._gate import SpanProcessors, run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._reports import write_reports
 from plangate.ci.gate._verdict import Verdict
+from plangate.harness import EndpointSettings
 
 
 def write_outputs(verdict: Verdict, output: str | Path) -> dict[str, Path]:
@@ -23,6 +24,7 @@ def gate_with_reports(
     *,
     repeats: int | None = None,
     span_processors: SpanProcessors | None = None,
+    endpoint: EndpointSettings | None = None,
 ) -> tuple[Verdict, dict[str, Path]]:
     """Run a gate file; write its reports and both sides' score tables into `output`.
 
@@ -31,11 +33,15 @@ def gate_with_reports(
         output: The folder for the reports and score tables.
         repeats: Instead of the gate file's `gate.repeats` (at least 1).
         span_processors: Where else replayed spans go (see `run_gate`).
+        endpoint: An `openai:` model's settings that win over the gate file's (a command's
+            flags); what neither sets comes from the environment.
     """
     gate = load_gate(gate_file)
     if repeats is not None:
         if repeats < 1:
             raise GateFileError(f"repeats must be a whole number >= 1, not {repeats!r}")
         gate = dataclasses.replace(gate, repeats=repeats)
+    if endpoint is not None:
+        gate = dataclasses.replace(gate, endpoint=endpoint.over(gate.endpoint))
     verdict = asyncio.run(run_gate(gate, span_processors=span_processors))
     return verdict, write_outputs(verdict, output)

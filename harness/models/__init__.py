@@ -1,6 +1,7 @@
 """Models: the protocol the loop calls, its provider adapter, and the models tests and CI run on.
 
 - `_model`: the `Model` protocol and `ModelError`;
+- `_endpoint`: `EndpointSettings`, an `openai:` model's timeout, retries and deadline;
 - `_openai`: `OpenAIModel`, any OpenAI-compatible endpoint (loaded on first use: the `openai`
   package takes about a second to import);
 - `_scripted`: `ScriptedModel` and `FunctionModel`, the primitives of unit tests;
@@ -13,6 +14,7 @@ Imports harness basics and the demo domains (a simulated model works from a doma
 
 from typing import TYPE_CHECKING, Any
 
+from plangate.harness.models._endpoint import EndpointSettings
 from plangate.harness.models._model import Model, ModelError
 from plangate.harness.models._scripted import (
     FunctionModel,
@@ -40,6 +42,7 @@ else:  # not for type checkers: a module `__getattr__` would hide every missing 
 __all__ = [
     "BEHAVIOURS",
     "Behaviour",
+    "EndpointSettings",
     "FunctionModel",
     "Model",
     "ModelError",

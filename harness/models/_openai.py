@@ -32,6 +32,11 @@ from plangate.harness._messages import (
     Usage,
     UserMessage,
 )
+from plangate.harness.models._endpoint import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    EndpointSettings,
+)
 from plangate.harness.models._model import ModelError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -40,12 +45,6 @@ BASE_URL_VARIABLES = ("PLANGATE_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 """Environment variables that may hold the base URL, the first set one wins."""
 API_KEY_VARIABLES = ("PLANGATE_OPENAI_API_KEY", "OPENAI_API_KEY")
 """Environment variables that may hold the API key, the first set one wins."""
-TIMEOUT_VARIABLE = "PLANGATE_MODEL_TIMEOUT"
-"""Seconds one attempt may take (`OpenAIModel.timeout`)."""
-RETRIES_VARIABLE = "PLANGATE_MODEL_RETRIES"
-"""Retries after the first attempt (`OpenAIModel.max_retries`)."""
-DEADLINE_VARIABLE = "PLANGATE_MODEL_DEADLINE"
-"""Seconds all attempts of one call may take together (`OpenAIModel.deadline`)."""
 
 _log = logging.getLogger("plangate.model")
 
@@ -102,16 +101,18 @@ class OpenAIModel:
         )
 
     @classmethod
-    def from_env(cls, model: str) -> OpenAIModel:
+    def from_env(cls, model: str, endpoint: EndpointSettings | None = None) -> OpenAIModel:
         """Build a model from the environment.
 
         The base URL comes from `PLANGATE_OPENAI_BASE_URL` or `OPENAI_BASE_URL` (default
         `https://api.openai.com/v1`), the key from `PLANGATE_OPENAI_API_KEY` or `OPENAI_API_KEY`;
-        `PLANGATE_MODEL_TIMEOUT`, `PLANGATE_MODEL_RETRIES` and `PLANGATE_MODEL_DEADLINE` set the
-        per-attempt timeout, the retries and the total deadline of a call.
+        the per-attempt timeout, the retries and the total deadline of a call from `endpoint`,
+        or where it leaves them unset from `PLANGATE_MODEL_TIMEOUT`, `PLANGATE_MODEL_RETRIES`
+        and `PLANGATE_MODEL_DEADLINE`.
 
         Args:
             model: The model to ask for.
+            endpoint: Settings that win over the environment's.
 
         Raises:
             ConfigError: Neither API-key variable is set, or a setting is not a number.
@@ -123,15 +124,14 @@ class OpenAIModel:
                 f"no API key for model {model!r} at {base_url}: set {API_KEY_VARIABLES[0]} "
                 f"(or {API_KEY_VARIABLES[1]}) to the endpoint's key"
             )
-        timeout = _number(TIMEOUT_VARIABLE, float)
-        retries = _number(RETRIES_VARIABLE, int)
+        settings = (endpoint or EndpointSettings()).over(EndpointSettings.from_env())
         return cls(
             model=model,
             api_key=api_key,
             base_url=base_url,
-            timeout=60.0 if timeout is None else timeout,
-            max_retries=4 if retries is None else int(retries),
-            deadline=_number(DEADLINE_VARIABLE, float),
+            timeout=DEFAULT_TIMEOUT if settings.timeout is None else settings.timeout,
+            max_retries=DEFAULT_RETRIES if settings.retries is None else settings.retries,
+            deadline=settings.deadline,
         )
 
     async def request(
@@ -244,21 +244,6 @@ def _check_options(model: OpenAIModel) -> None:
             f"OpenAIModel: backoff_base={model.backoff_base!r} and "
             f"backoff_max={model.backoff_max!r} must be >= 0"
         )
-
-
-def _number(variable: str, kind: type[float] | type[int]) -> float | None:
-    """A number from the environment (None when unset); a bad one is a `ConfigError`."""
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return None
-    try:
-        value = kind(text)
-    except ValueError:
-        value = -1
-    if value < 0 or (kind is float and value == 0):
-        least = "a number of seconds > 0" if kind is float else "a whole number >= 0"
-        raise ConfigError(f"{variable}={text!r}: must be {least}")
-    return float(value)
 
 
 def _first_set(variables: Sequence[str]) -> str | None:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from plangate.harness._errors import ConfigError
 from plangate.harness.domains import Domain
+from plangate.harness.models._endpoint import EndpointSettings
 from plangate.harness.models._model import Model
 from plangate.harness.models._simulated import BEHAVIOURS, SimulatedModel
 
 
-def model_from_spec(spec: str, *, domain: Domain, seed: int = 0) -> Model:
+def model_from_spec(
+    spec: str, *, domain: Domain, seed: int = 0, endpoint: EndpointSettings | None = None
+) -> Model:
     """Build the model a spec names.
 
     `sim:NAME` is a simulated model (NAME one of `BEHAVIOURS`) over the domain's tasks;
     `openai:MODEL` is an OpenAI-compatible endpoint, with its base URL and key from the
     environment (`PLANGATE_OPENAI_BASE_URL`, `PLANGATE_OPENAI_API_KEY`, or the `OPENAI_`
-    equivalents).
+    equivalents) and its patience from `endpoint`, else the environment.
     """
     kind, _, name = spec.partition(":")
     if kind == "sim":
@@ -27,7 +30,7 @@ def model_from_spec(spec: str, *, domain: Domain, seed: int = 0) -> Model:
     if kind == "openai" and name:
         from plangate.harness.models._openai import OpenAIModel
 
-        return OpenAIModel.from_env(name)
+        return OpenAIModel.from_env(name, endpoint)
     raise ConfigError(
         f"unknown model {spec!r}; use sim:NAME (NAME one of {', '.join(BEHAVIOURS)}) "
         "or openai:MODEL"

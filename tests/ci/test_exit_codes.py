@@ -146,12 +146,12 @@ def test_a_bad_redact_pattern_is_named(tmp_path: Path) -> None:
 
 def test_the_endpoint_flags_set_the_variables_the_model_reads() -> None:
     from plangate.ci.cli._flags import ENDPOINT_FLAGS
-    from plangate.harness.models import _openai
+    from plangate.harness.models import _endpoint
 
     assert set(ENDPOINT_FLAGS.values()) == {
-        _openai.TIMEOUT_VARIABLE,
-        _openai.RETRIES_VARIABLE,
-        _openai.DEADLINE_VARIABLE,
+        _endpoint.TIMEOUT_VARIABLE,
+        _endpoint.RETRIES_VARIABLE,
+        _endpoint.DEADLINE_VARIABLE,
     }
 
 

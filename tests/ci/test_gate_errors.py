@@ -20,7 +20,7 @@ DATASET = REPO / "datasets" / "observability-core"
 CASES = ("obs-008", "obs-009", "obs-010", "obs-013")  # their first turns: four cases
 
 
-def write_gate(tmp_path: Path, *, max_errors: int = 0) -> Path:
+def write_gate(tmp_path: Path, *, max_errors: int = 0, settings: str = "") -> Path:
     path = tmp_path / "gate.toml"
     path.write_text(
         f"""
@@ -28,6 +28,7 @@ def write_gate(tmp_path: Path, *, max_errors: int = 0) -> Path:
 repeats = 1
 noise_floor = false
 max_errors = {max_errors}
+{settings}
 [[datasets]]
 path = "{DATASET}"
 sessions = {json.dumps(list(CASES))}
@@ -161,3 +162,47 @@ def test_an_answer_cut_at_the_token_limit_is_an_event_and_a_warning(
     assert "candidate obs-008 turn 0 repeat 0: a model answer was cut" in verdict["warnings"][0]
     assert "**Warnings** (4):" in (out / "summary.md").read_text(encoding="utf-8")
     assert "warning: candidate obs-008 turn 0" in done.stdout
+
+
+def test_the_gate_file_sets_the_endpoints_patience_and_a_flag_wins(
+    tmp_path: Path, endpoint: ChatServer
+) -> None:
+    # The environment says no retries (the fixture); the gate file says one: two attempts a case.
+    gate = write_gate(tmp_path, settings="model_retries = 1\nmodel_timeout = 0.5")
+    endpoint.enqueue(*[error(500, "upstream is down") for _ in range(2 * len(CASES))])
+    done = plangate("gate", str(gate), "-o", str(tmp_path / "file"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(endpoint.requests) == 2 * len(CASES)
+    endpoint.assert_complete()
+
+    # A flag wins over the file: one attempt a case again.
+    endpoint.enqueue(*[error(500, "upstream is down") for _ in CASES])
+    done = plangate("gate", str(gate), "-o", str(tmp_path / "flag"), "--model-retries", "0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(endpoint.requests) == 3 * len(CASES)
+    endpoint.assert_complete()
+
+    # The file's timeout: an endpoint that hangs costs half a second an attempt, not a minute.
+    endpoint.enqueue(*[completion("late").after(30) for _ in CASES])
+    done = plangate("gate", str(gate), "-o", str(tmp_path / "hang"), "--model-retries", "0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "timed out after 0.5 s" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("setting", "problem"),
+    [
+        ("model_timeout = 0", "gate.model_timeout must be a number of seconds > 0, not 0"),
+        ('model_deadline = "soon"', "gate.model_deadline must be a number of seconds > 0"),
+        ("model_deadline = inf", "gate.model_deadline must be a number of seconds > 0, not inf"),
+        ("model_retries = -1", "gate.model_retries must be a whole number >= 0, not -1"),
+        ("model_retries = 1.5", "gate.model_retries must be a whole number >= 0, not 1.5"),
+    ],
+)
+def test_a_bad_endpoint_setting_in_the_gate_file_is_named(
+    tmp_path: Path, setting: str, problem: str
+) -> None:
+    from plangate.ci.gate import GateFileError, load_gate
+
+    with pytest.raises(GateFileError, match=problem):
+        load_gate(write_gate(tmp_path, settings=setting))

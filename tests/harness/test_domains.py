@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from plangate.harness import Domain, Tool, ToolCall
-from plangate.harness._tools import ToolResult, run_tool, validate
+from plangate.harness._schemas import validate
+from plangate.harness._tools import ToolResult, run_tool
 from plangate.harness.domains import CallSpec, TaskSpec
 from plangate.harness.domains._domain import domain_names, get_domain
 from plangate.harness.domains.observability import SEED, generate_spans, recorded_spans

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.harness import ToolCall, ToolRetry, tool
-from plangate.harness._tools import compile_schema, run_tool, validate
+from plangate.harness._schemas import compile_schema, validate
+from plangate.harness._tools import run_tool
 from tests.harness.test_tool_schemas import Step
 
 # --- validate ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any, Literal, NotRequired, Required, TypedDict
 import pytest
 
 from plangate.harness import Tool, tool
-from plangate.harness._tools import parse_docstring, type_schema
+from plangate.harness._schemas import parse_docstring, type_schema
 
 
 class Step(TypedDict):

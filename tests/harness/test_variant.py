@@ -103,7 +103,7 @@ def test_a_variant_with_only_a_name_is_the_alyx_defaults() -> None:
     [
         (
             'name = "x"\ncolour = "red"',
-            "v.toml: unknown key 'colour'; allowed keys: context, description, guards, name, plan, turn",
+            "v.toml: unknown key 'colour'; allowed keys: context, description, guards, name, plan, tools, turn",
         ),
         (
             'name = "x"\n[plan]\ndialekt = "todo"',
