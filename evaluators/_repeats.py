@@ -56,9 +56,14 @@ def repeat_scores(
     ks: Sequence[int] | None = None,
     evaluator: str = "task_completion",
 ) -> list[RepeatScore]:
-    """pass@k and pass^k for each k (default 1 to the most tries of any task)."""
+    """pass@k and pass^k for each k (default 1 to the most tries of any task).
+
+    With no applicable try at all (every turn `n/a` or an error) there is no default k: the
+    list is empty, and a k asked for has no task to average (`tasks` 0, the rates None).
+    """
     outcomes = task_outcomes(scores, evaluator)
-    chosen = list(ks) if ks else list(range(1, int(outcomes["n"].max()) + 1))
+    most = int(outcomes["n"].max()) if not outcomes.empty else 0
+    chosen = list(ks) if ks else list(range(1, most + 1))
     return [_for_k(outcomes, k) for k in chosen]
 
 

@@ -6,7 +6,9 @@
   sees the old file or the new one, never half of one;
 - `check_output`: nothing already written is replaced unless asked (`--force`);
 - `replace_folder`: a folder written whole beside its target (a dataset, a report set) takes
-  the target's place; killed at any point, the target is the previous complete set or nothing.
+  the target's place; killed at any point, the target is the previous complete set or nothing;
+- `writing`: the disk's refusal (read-only, full) as one `OutputError` line naming the output
+  the user asked for; whatever was half written is removed, what was there before is kept.
 """
 
 from __future__ import annotations
@@ -47,20 +49,25 @@ def read_text(path: str | Path, what: str, error: type[PlangateError] = ConfigEr
 
 
 def write_text_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> Path:
-    """Write `text` to `path` through a temporary sibling renamed into place; returns `path`."""
+    """Write `text` to `path` through a temporary sibling renamed into place; returns `path`.
+
+    Raises:
+        OutputError: the disk refused (read-only, full, gone), naming `path`; the temporary
+            sibling is gone and a previous file at `path` is untouched.
+    """
     target = Path(path)
     with writing(target):
         handle, temporary = tempfile.mkstemp(
             dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
         )
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.chmod(temporary, mode)  # mkstemp makes it private; an output is for everyone
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            os.chmod(temporary, mode)  # mkstemp makes it private; an output is for everyone
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
     return target
 
 
@@ -116,28 +123,62 @@ def staging_folder(target: Path) -> Path:
         return Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
 
 
+class WriteError(OutputError):
+    """The disk refused to take an output (read-only, full, gone); the message names it."""
+
+    def __init__(self, target: Path, reason: str) -> None:
+        super().__init__(f"cannot write {target}: {reason}")
+        self.target = target
+        """The output the user named (not a temporary sibling, nor a file staged inside it)."""
+        self.reason = reason
+        """The system's reason, one line ("No space left on device")."""
+
+
 @contextlib.contextmanager
 def writing(target: Path) -> Iterator[None]:
-    """Name `target`, not a temporary sibling, when the disk refuses (read-only, full, gone)."""
+    """Name `target` when the disk refuses (read-only, full, gone), in one line.
+
+    Not a temporary sibling, and not a file staged inside `target`'s folder: nested, the
+    outermost `writing` names the output the user asked for.
+    """
     try:
         yield
+    except WriteError as exc:
+        if exc.target == target:
+            raise
+        raise WriteError(target, exc.reason) from exc
     except OSError as exc:
-        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        raise WriteError(target, _reason(exc)) from exc
+
+
+def _reason(exc: OSError) -> str:
+    # Arrow's errors carry the errno under a longer text ("Error writing bytes to file.
+    # Detail: [errno 28] ..."): the system's own words are the one line a user needs.
+    if exc.errno:
+        return os.strerror(exc.errno)
+    text = str(exc.strerror or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def replace_folder(staging: Path, target: Path, *, what: str, marker: str) -> Path:
     """Put the complete folder `staging` in `target`'s place (two renames); returns `target`.
 
     Between the renames `target` is absent, never half written: a kill there leaves nothing at
-    `target` and the previous set in a hidden `.NAME.old` beside it.
+    `target` and the previous set in a hidden `.NAME.old` beside it. A rename the system
+    refuses puts the previous set back and raises `OutputError` naming `target`.
     """
-    if target.exists():
+    with writing(target):
+        if not target.exists():
+            os.replace(staging, target)
+            return target
         _check_replaceable(target, what, marker)
         retired = target.with_name(f".{target.name}.old")
         shutil.rmtree(retired, ignore_errors=True)
         os.replace(target, retired)
-        os.replace(staging, target)
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            os.replace(retired, target)
+            raise
         shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(staging, target)
     return target

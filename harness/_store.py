@@ -35,6 +35,10 @@ create table if not exists sessions (
 """
 
 
+_COLUMNS = ("session_id", "status", "variant", "user_id", "updated_at", "state")
+"""The columns of `sessions`, in order."""
+
+
 class StoreError(PlangateError):
     """The store cannot be opened, read or written; the message names the file."""
 
@@ -63,10 +67,33 @@ class SessionStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("pragma journal_mode=wal")
-            self._db.execute(_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open the session store {self.path}: {exc}") from exc
+        try:
+            self._check_kind()  # before anything is written to someone else's database
+            self._db.execute("pragma journal_mode=wal")
+            self._db.execute(_SCHEMA)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise StoreError(f"cannot open the session store {self.path}: {exc}") from exc
+        except StoreError:
+            self._db.close()
+            raise
+
+    def _check_kind(self) -> None:
+        """Refuse a SQLite file that holds something else than sessions (or other columns)."""
+        tables = sorted(
+            row[0] for row in self._db.execute("select name from sqlite_master where type='table'")
+        )
+        if not tables:
+            return  # a new (or empty) file: the store's table is made next
+        columns = [row[1] for row in self._db.execute("pragma table_info(sessions)")]
+        if columns != list(_COLUMNS):
+            found = f"table sessions has columns {columns}" if columns else f"tables {tables}"
+            raise StoreError(
+                f"{self.path}: not a plangate session store (a SQLite database with {found}); "
+                "give the path of a session store, or of a new file"
+            )
 
     def save(
         self,
@@ -92,7 +119,8 @@ class SessionStore:
                 )
                 self._db.execute("commit")
             except sqlite3.Error as exc:
-                self._db.execute("rollback")
+                if self._db.in_transaction:  # "begin" itself can fail (a full disk, a lock)
+                    self._db.execute("rollback")
                 raise StoreError(
                     f"{self.path}: could not save session {session_id!r}: {exc}"
                 ) from exc
@@ -128,14 +156,23 @@ class SessionStore:
                 rows = self._db.execute(query, parameters).fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot read sessions: {exc}") from exc
-        return [
-            SavedSession(
-                session_id=r[0],
-                status=r[1],
-                variant=r[2],
-                user_id=r[3],
-                updated_at=r[4],
-                state=json.loads(r[5]),
-            )  # fmt: skip
-            for r in rows
-        ]
+        return [self._saved(row) for row in rows]
+
+    def _saved(self, row: tuple[Any, ...]) -> SavedSession:
+        try:
+            state = json.loads(row[5])
+        except (json.JSONDecodeError, RecursionError, TypeError):
+            state = None
+        if not isinstance(state, dict):
+            raise StoreError(
+                f"{self.path}: session {row[0]!r}: its saved state is not a JSON object; "
+                "something other than plangate changed the store"
+            )
+        return SavedSession(
+            session_id=row[0],
+            status=row[1],
+            variant=row[2],
+            user_id=row[3],
+            updated_at=row[4],
+            state=state,
+        )

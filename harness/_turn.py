@@ -32,9 +32,11 @@ StopReason = Literal[
     "loop_guard",
     "model_error",
     "tool_error",
+    "agent_error",
     "awaiting_approval",
 ]
-"""Why a turn ended."""
+"""Why a turn ended. `agent_error` is for agents behind plangate's agent boundary: the agent
+raised, or exited without an answer (its own failure, so a fail, not an error)."""
 
 STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
 """Every stop reason, in the order above."""

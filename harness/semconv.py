@@ -8,6 +8,8 @@ that package); plangate's own names sit under `plangate.`.
 
 from __future__ import annotations
 
+from typing import Final
+
 # -- OpenInference: span attributes -------------------------------------------------------------
 SPAN_KIND = "openinference.span.kind"
 """AGENT, LLM, TOOL, CHAIN, …"""
@@ -69,6 +71,67 @@ DETAIL = "plangate.detail"
 """On the AGENT span's events: what the harness noticed or did (the bounced items, the loop)."""
 ORIGINAL_SESSION_ID = "plangate.session_id"
 """On spans sent to Phoenix: the session id before it was namespaced."""
+TRIAL = "plangate.trial"
+"""Read, never written: the repeat number, on another agent's spans (as is `metadata`'s `trial`)."""
+
+# -- OpenTelemetry GenAI conventions and pydantic-ai's instrumentation: read, never written ------
+
+
+class GenAI:
+    """The OpenTelemetry GenAI semantic conventions' names that the trace table reads.
+
+    As `opentelemetry.semconv._incubating.attributes.gen_ai_attributes` defines them (and the
+    conventions' `docs/gen-ai/gen-ai-spans.md`, `gen-ai-agent-spans.md`). A namespace, so
+    that this module's bare names stay OpenInference's and plangate's own.
+    """
+
+    OPERATION_NAME: Final = "gen_ai.operation.name"
+    """Which operation a span is: one of the values below, or the system's own."""
+    CONVERSATION_ID: Final = "gen_ai.conversation.id"
+    AGENT_NAME: Final = "gen_ai.agent.name"
+    REQUEST_MODEL: Final = "gen_ai.request.model"
+    RESPONSE_MODEL: Final = "gen_ai.response.model"
+    USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+    USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+    USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+    """Deprecated for `gen_ai.usage.input_tokens`; older instrumentations write it."""
+    USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+    """Deprecated for `gen_ai.usage.output_tokens`."""
+    TOOL_NAME: Final = "gen_ai.tool.name"
+    TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+    TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+    """The call's arguments: an object, or its JSON text."""
+    TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+    INPUT_MESSAGES: Final = "gen_ai.input.messages"
+    """The chat history sent to the model: structured, or its JSON text."""
+    OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+
+    # values of `gen_ai.operation.name`
+    CHAT: Final = "chat"
+    TEXT_COMPLETION: Final = "text_completion"
+    GENERATE_CONTENT: Final = "generate_content"
+    EMBEDDINGS: Final = "embeddings"
+    RETRIEVAL: Final = "retrieval"
+    EXECUTE_TOOL: Final = "execute_tool"
+    CREATE_AGENT: Final = "create_agent"
+    INVOKE_AGENT: Final = "invoke_agent"
+    INVOKE_WORKFLOW: Final = "invoke_workflow"
+
+
+class PydanticAI:
+    """pydantic-ai's own names (instrumentation versions 1 and 2, `_instrumentation.py`).
+
+    Its tool spans carry `gen_ai.tool.name` and `gen_ai.tool.call.id` but no operation name;
+    versions 3 and later use the GenAI names instead of the arguments and result below.
+    """
+
+    AGENT_RUN_SPAN: Final = "agent run"
+    TOOL_SPAN: Final = "running tool"
+    TOOL_ARGUMENTS: Final = "tool_arguments"
+    TOOL_RESPONSE: Final = "tool_response"
+    FINAL_RESULT: Final = "final_result"
+    """On the agent run span: the run's output."""
+
 
 # -- span names ---------------------------------------------------------------------------------
 AGENT_SPAN_NAME = "agent.turn"

@@ -231,7 +231,13 @@ class CassetteModel:
     async def request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
     ) -> ModelResponse:
-        """The next recorded answer, after checking the request."""
+        """The next recorded answer, after checking the request.
+
+        Once it has failed it keeps failing with the first failure: a client that retries a
+        mismatched request must not be served the answers meant for later calls.
+        """
+        if self.failure is not None:
+            raise CassetteError(self.failure)
         if self._served >= len(self.exchanges):
             self.failure = (
                 f"the cassette has {len(self.exchanges)} model answers for this turn, but the "

@@ -29,7 +29,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from plangate.harness import PlangateError, replace_folder, staging_folder, write_text_atomic
+from plangate.harness import (
+    PlangateError,
+    json_problem,
+    read_text,
+    replace_folder,
+    staging_folder,
+    write_text_atomic,
+    writing,
+)
 from plangate.replay._cassette import Exchange, ToolRecord
 from plangate.replay._redact import REDACTED, redactor_for
 from plangate.replay.schema import (
@@ -187,39 +195,66 @@ def write_dataset(
     target = Path(folder)
     staging = staging_folder(target)
     try:
-        hashes = {}
-        for name in FILES:
-            table = redactor.table(getattr(dataset, name.removesuffix(".parquet")))
-            pq.write_table(table, staging / name)
-            hashes[name] = _sha256(staging / name)
-        manifest = {
-            "name": dataset.name,
-            "schema_version": DATASET_VERSION,
-            "description": dataset.description,
-            "created_at": dataset.created_at,
-            "files": hashes,
-            "counts": {
-                "sessions": dataset.sessions.num_rows,
-                "turns": dataset.turns.num_rows,
-                "spans": dataset.spans.num_rows,
-            },
-        }
-        write_text_atomic(staging / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-        os.chmod(staging, 0o755)  # mkdtemp makes it private; a dataset is for everyone
-        replace_folder(staging, target, what="a golden dataset", marker=MANIFEST)
+        with writing(target):  # a full or read-only disk names `folder`, not the staging folder
+            hashes = {}
+            for name in FILES:
+                table = redactor.table(getattr(dataset, name.removesuffix(".parquet")))
+                pq.write_table(table, staging / name)
+                hashes[name] = _sha256(staging / name)
+            manifest = json.dumps(_manifest(dataset, hashes), indent=2) + "\n"
+            write_text_atomic(staging / MANIFEST, manifest)
+            os.chmod(staging, 0o755)  # mkdtemp makes it private; a dataset is for everyone
+            replace_folder(staging, target, what="a golden dataset", marker=MANIFEST)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
 
 
+def _manifest(dataset: GoldenDataset, hashes: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": dataset.name,
+        "schema_version": DATASET_VERSION,
+        "description": dataset.description,
+        "created_at": dataset.created_at,
+        "files": hashes,
+        "counts": {
+            "sessions": dataset.sessions.num_rows,
+            "turns": dataset.turns.num_rows,
+            "spans": dataset.spans.num_rows,
+        },
+    }
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def dataset_folder(folder: str | Path) -> Path:
+    """`folder`, checked to be a golden dataset folder: it exists and holds a manifest.
+
+    Raises:
+        DatasetError: naming the path: it is missing, a file, or a folder without a manifest.
+    """
+    path = Path(folder)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such folder; expected a golden dataset folder")
+    if not path.is_dir():
+        raise DatasetError(
+            f"{path}: is a file; expected a golden dataset folder ({MANIFEST} and Parquet tables)"
+        )
+    if not (path / MANIFEST).is_file():
+        raise DatasetError(
+            f"{path}: no {MANIFEST} in this folder; is it a golden dataset? (`plangate record` "
+            "and `plangate dataset from-traces` write one)"
+        )
+    return path
+
+
 def read_dataset(folder: str | Path) -> GoldenDataset:
     """Read a dataset; any problem `validate_dataset` finds is a `DatasetError`."""
-    problems = validate_dataset(folder)
+    path = dataset_folder(folder)
+    problems = validate_dataset(path)
     if problems:
         more = (
             f" (and {len(problems) - 1} more problems: `plangate dataset validate {folder}` "
@@ -228,11 +263,11 @@ def read_dataset(folder: str | Path) -> GoldenDataset:
             else ""
         )
         raise DatasetError(f"{folder}: not a valid golden dataset: {problems[0]}{more}")
-    return _load(Path(folder))
+    return _load(path)
 
 
 def _load(path: Path) -> GoldenDataset:
-    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    manifest = json.loads(read_text(path / MANIFEST, "dataset manifest", DatasetError))
     tables = {name.removesuffix(".parquet"): pq.read_table(path / name) for name in FILES}
     return GoldenDataset(
         name=manifest["name"],
@@ -243,14 +278,16 @@ def _load(path: Path) -> GoldenDataset:
 
 
 def validate_dataset(folder: str | Path) -> list[str]:
-    """Every problem of a dataset folder, each naming the file, the column and the row."""
+    """Every problem of a dataset folder, each on one line naming the file, column and row."""
     path = Path(folder)
     if not (path / MANIFEST).is_file():
         return [f"{path / MANIFEST}: missing; is {path} a golden dataset folder?"]
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_text(path / MANIFEST, "dataset manifest", DatasetError))
+    except DatasetError as exc:  # unreadable, not UTF-8
+        return [str(exc)]
     except (json.JSONDecodeError, RecursionError) as exc:
-        return [f"{path / MANIFEST}: not valid JSON ({exc})"]
+        return [f"{path / MANIFEST}: not valid JSON ({json_problem(exc)})"]
     problems = _check_manifest(path, manifest)
     if problems:
         return problems
@@ -258,7 +295,7 @@ def validate_dataset(folder: str | Path) -> list[str]:
     for name, schema in FILES.items():
         problems.extend(_check_file(path / name, schema, manifest, tables))
     if not problems:
-        problems.extend(_check_references(tables))
+        problems.extend(_check_references(path, tables))
     return problems
 
 
@@ -277,7 +314,10 @@ def _check_manifest(path: Path, manifest: Any) -> list[str]:
         problems.append(
             f"{where}: schema_version {manifest['schema_version']!r} is not {DATASET_VERSION}"
         )
-    missing = [name for name in FILES if name not in manifest["files"]]
+    files = manifest["files"]
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return [*problems, f"{where}: field 'files' is not an object of file names to SHA-256s"]
+    missing = [name for name in FILES if name not in files]
     problems.extend(f"{where}: files has no entry for {name}" for name in missing)
     return problems
 
@@ -287,14 +327,15 @@ def _check_file(
 ) -> list[str]:
     if not file.is_file():
         return [f"{file}: missing"]
-    if _sha256(file) != manifest["files"][file.name]:
-        return [
-            f"{file}: SHA-256 does not match the manifest (the file changed after it was written)"
-        ]
     try:
+        if _sha256(file) != manifest["files"][file.name]:
+            return [
+                f"{file}: SHA-256 does not match the manifest (the file changed after it was "
+                "written)"
+            ]
         table = pq.read_table(file)
-    except (pa.ArrowInvalid, OSError) as exc:
-        return [f"{file}: not a Parquet file ({exc})"]
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        return [f"{file}: not a readable Parquet file ({_first_line(exc)})"]
     problems = []
     for expected in schema:
         if expected.name not in table.column_names:
@@ -319,7 +360,12 @@ def _check_file(
     return problems
 
 
-def _check_references(tables: dict[str, pa.Table]) -> list[str]:
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _check_references(path: Path, tables: dict[str, pa.Table]) -> list[str]:
     sessions = set(tables["sessions.parquet"][SESSION_ID].to_pylist())
     turns = set(
         zip(
@@ -333,7 +379,7 @@ def _check_references(tables: dict[str, pa.Table]) -> list[str]:
     for row, session in enumerate(turn_sessions):
         if session not in sessions:
             problems.append(
-                f"turns.parquet: column 'session_id', row {row}: session {session!r} "
+                f"{path / 'turns.parquet'}: column 'session_id', row {row}: session {session!r} "
                 "is not in sessions.parquet"
             )
     for name in ("model_cassette.parquet", "tool_cassette.parquet", "spans.parquet"):
@@ -342,16 +388,18 @@ def _check_references(tables: dict[str, pa.Table]) -> list[str]:
         for row, pair in enumerate(pairs):
             if pair not in turns:
                 problems.append(
-                    f"{name}: columns 'session_id', 'turn_index', row {row}: {pair} "
+                    f"{path / name}: columns 'session_id', 'turn_index', row {row}: {pair} "
                     "is not a turn in turns.parquet"
                 )
                 break
     for row, text in enumerate(tables["turns.parquet"]["rubric"].to_pylist()):
-        problems.extend(_check_rubric(text, row))
+        problems.extend(
+            _check_rubric(text, f"{path / 'turns.parquet'}: column 'rubric', row {row}")
+        )
     return problems
 
 
-def _check_rubric(text: str | None, row: int) -> list[str]:
+def _check_rubric(text: str | None, where: str) -> list[str]:
     # The rubric's schema belongs to the evaluators; here only its form (`plangate dataset
     # validate` also parses it with the evaluators).
     if text is None:
@@ -359,9 +407,9 @@ def _check_rubric(text: str | None, row: int) -> list[str]:
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        return [f"turns.parquet: column 'rubric', row {row}: not valid JSON ({exc})"]
+        return [f"{where}: not valid JSON ({json_problem(exc)})"]
     if not isinstance(value, dict):
-        return [f"turns.parquet: column 'rubric', row {row}: expected a JSON object"]
+        return [f"{where}: expected a JSON object"]
     return []
 
 

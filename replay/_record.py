@@ -158,8 +158,9 @@ async def record(
 
     Raises:
         DatasetError: A turn ended in an infrastructure error (the model endpoint kept
-            failing, the tools' source failed) and `allow_errors` is false: such a golden records nothing the agent did,
-            and a replay against a dead endpoint would call it identical.
+            failing, the tools' source failed) and `allow_errors` is false: such a golden
+            records nothing the agent did, and a replay against a dead endpoint would call it
+            identical.
     """
     extra = (span_processor,) if span_processor is not None else ()
     redactor = redactor_for(redact)
@@ -179,24 +180,24 @@ async def record(
         provider.shutdown()
         sessions.append(recorded.session)
         turns.extend(recorded.turns)
-        exchanges.extend(_exchange_row(e) for e in recorder.exchanges)
-        tool_rows.extend(_tool_row(r) for r in recorder.tool_records)
+        exchanges.extend(exchange_row(e) for e in recorder.exchanges)
+        tool_rows.extend(tool_row(r) for r in recorder.tool_records)
         span_tables.append(exporter.table())
     if not allow_errors:
-        _refuse_errors(turns, concat_tables(span_tables))
+        refuse_errors(turns, concat_tables(span_tables))
     dataset = GoldenDataset(
         name=name,
         description=description,
         sessions=table_of(redactor.data(sessions), SESSIONS),
         turns=table_of(redactor.data(turns), TURNS),
         spans=redactor.table(concat_tables(span_tables)),
-        model_cassette=table_of(_refingerprint(redactor.data(exchanges)), MODEL_CASSETTE),
+        model_cassette=table_of(refingerprint(redactor.data(exchanges)), MODEL_CASSETTE),
         tool_cassette=table_of(redactor.data(tool_rows), TOOL_CASSETTE),
     )
     return dataset
 
 
-def _refuse_errors(turns: list[dict[str, Any]], spans: pa.Table) -> None:
+def refuse_errors(turns: list[dict[str, Any]], spans: pa.Table) -> None:
     errored = [t for t in turns if t[STOP_REASON] in ERROR_STOP_REASONS]
     if not errored:
         return
@@ -281,7 +282,7 @@ async def _record_turn(
     }
 
 
-def _exchange_row(exchange: Any) -> dict[str, Any]:
+def exchange_row(exchange: Any) -> dict[str, Any]:
     return {
         SESSION_ID: exchange.session_id,
         TURN_INDEX: exchange.turn_index,
@@ -293,7 +294,7 @@ def _exchange_row(exchange: Any) -> dict[str, Any]:
     }
 
 
-def _refingerprint(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def refingerprint(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fingerprints of the redacted requests (what a replay will send), then JSON columns."""
     out = []
     for row in rows:
@@ -309,7 +310,7 @@ def _refingerprint(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_row(record: Any) -> dict[str, Any]:
+def tool_row(record: Any) -> dict[str, Any]:
     return {
         SESSION_ID: record.session_id,
         TURN_INDEX: record.turn_index,

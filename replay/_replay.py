@@ -80,6 +80,8 @@ class ReplayResult:
     """Lenient cassette: where requests differed from the recording."""
     error: str | None = None
     """Why the replay could not complete (e.g. a strict cassette mismatch)."""
+    stop_reason: str | None = None
+    """How the replayed turn ended (for an agent behind the boundary, which has no `result`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (what `plangate replay --json` prints per turn)."""
@@ -96,7 +98,7 @@ class ReplayResult:
                 "recorded": self.divergence.recorded,
                 "replayed": self.divergence.replayed,
             },
-            "stop_reason": self.result.stop_reason if self.result else None,
+            "stop_reason": self.result.stop_reason if self.result else self.stop_reason,
             "drift": self.drift,
             "error": self.error,
         }
@@ -199,7 +201,12 @@ def _model(
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
     domain = get_domain(session_row["domain"])
     chosen = seed if seed is not None else session_row.get("seed") or 0
-    return model_from_spec(spec, domain=domain, seed=chosen, endpoint=endpoint)
+    before = sum(
+        len(m.get("tool_calls") or ())
+        for index in range(turn_index)
+        for m in json.loads(dataset.turn(session_row[SESSION_ID], index)["messages"])
+    )  # a fresh model goes on with the session's call ids, as the recording's one model did
+    return model_from_spec(spec, domain=domain, seed=chosen, endpoint=endpoint, ids_after=before)
 
 
 def _tools(

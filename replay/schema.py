@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from plangate.harness import ERROR_STOP_REASONS as HARNESS_ERROR_STOP_REASONS
 from plangate.harness import (
     FINISH,
     PlangateError,
@@ -36,7 +37,6 @@ from plangate.harness import (
     semconv,
     writing,
 )
-from plangate.harness import ERROR_STOP_REASONS as HARNESS_ERROR_STOP_REASONS
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
 

@@ -148,3 +148,16 @@ def plangate(
         cwd=cwd,
         check=False,
     )
+
+
+def readme_agent(folder: Path) -> Path:
+    """README's "Gate your own agent" script, written to `folder` (so the walk-through stays true)."""
+    import re
+
+    text = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Gate your own agent") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "README's walk-through has no python block"
+    path = folder / "support_agent.py"
+    path.write_text(code.group(1), encoding="utf-8")
+    return path

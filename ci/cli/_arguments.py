@@ -9,34 +9,37 @@ do not pay for what other commands need.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from plangate.ci.cli._flags import at_least_one, endpoint
+from plangate.ci.cli._options import (
+    MODEL,
+    agent_options,
+    dataset_output,
+    evaluator_choice,
+    export_to_phoenix,
+    force,
+    json_output,
+    redact,
+    session_filter,
+    store_option,
+    talk_to_phoenix,
+    team_agent,
+    tool_source,
+)
 from plangate.ci.phoenix.names import (
     DEFAULT_ENV,
     DEFAULT_FOLDER,
     DEFAULT_GRPC_PORT,
     DEFAULT_PORT,
-    DEFAULT_PROJECT,
-    DEFAULT_URL,
     ENV_VARIABLE,
     GOLDEN_PROJECT,
-    PROJECT_ENV,
-    URL_ENV,
 )
 from plangate.harness import SessionStore
 
 IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
 """What `plangate import` reads (tested to match the registered importers)."""
-DEFAULT_STORE = ".plangate/runs.db"
-"""Where `plangate runs`, `plan` and `resume` look for saved sessions."""
-STORE_ENV = "PLANGATE_STORE"
-MODEL = "sim:NAME (a simulated model; `plangate models` lists them) or openai:MODEL"
 REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
-TOOLS = ("cassette", "live")
-"""Where replayed tool results come from (tested to match `plangate.replay.TOOL_SOURCES`: the
-parser does not import replay, which loads pyarrow)."""
 
 Commands = Any
 """What `add_subparsers()` returns."""
@@ -60,158 +63,6 @@ def add_commands(commands: Commands) -> None:
     commands.add_parser("models", help="list the simulated models")
 
 
-# -- shared options -----------------------------------------------------------------------------
-
-
-def export_to_phoenix(parser: argparse.ArgumentParser) -> None:
-    """`--phoenix-url` and `--phoenix-project` for a command whose spans may go to Phoenix."""
-    parser.add_argument(
-        "--phoenix-url",
-        metavar="URL",
-        default=None,
-        help=f"also export the spans to this Phoenix and check that they all arrived (default: "
-        f"${URL_ENV}; without either, nothing is exported)",
-    )
-    parser.add_argument(
-        "--phoenix-project",
-        metavar="NAME",
-        default=None,
-        help=f"the Phoenix project of the exported spans (default: ${PROJECT_ENV} or "
-        f"{DEFAULT_PROJECT})",
-    )
-    parser.add_argument(
-        "--phoenix-required",
-        action="store_true",
-        help="exit 2 if Phoenix does not answer (default: warn and go on without the export)",
-    )
-
-
-def talk_to_phoenix(
-    parser: argparse.ArgumentParser,
-    *,
-    project: str | None,
-    what: str,
-    timeout: bool = True,
-    required: bool = False,
-) -> None:
-    """`--phoenix-url` and `--phoenix-project` (and `--timeout`) for a command that uses Phoenix.
-
-    `project` is the default project (None: `$PLANGATE_PHOENIX_PROJECT` or `plangate`), `what`
-    says what the project holds; `required` makes both flags required (no defaults).
-    """
-    parser.add_argument(
-        "--phoenix-url",
-        metavar="URL",
-        default=None,
-        required=required,
-        help="the Phoenix server"
-        + ("" if required else f" (default: ${URL_ENV} or {DEFAULT_URL})"),
-    )
-    default = project if project is not None else f"${PROJECT_ENV} or {DEFAULT_PROJECT}"
-    parser.add_argument(
-        "--phoenix-project",
-        metavar="NAME",
-        default=project,
-        required=required,
-        help=f"the Phoenix project {what}" + ("" if required else f" (default: {default})"),
-    )
-    if timeout:
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=60.0,
-            metavar="SECONDS",
-            help="how long to wait for spans to be ingested (default 60)",
-        )
-
-
-def _agent(parser: argparse.ArgumentParser, *, variant: str | None, model: str | None) -> None:
-    """`--variant`, `--model`, `--domain` and `--seed`: which agent runs, on what."""
-    parser.add_argument(
-        "--variant",
-        default=variant,
-        required=variant is None,
-        help="harness variant: a name (`plangate variants` lists them) or a .toml file"
-        + (f" (default {variant})" if variant else ""),
-    )
-    parser.add_argument(
-        "--model",
-        default=model,
-        required=model is None,
-        help=MODEL + (f" (default {model})" if model else ""),
-    )
-    parser.add_argument(
-        "--domain",
-        default="observability",
-        help="demo domain: its tools and data (`plangate domains` lists them; default "
-        "observability)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of a simulated model (default 0)")
-    endpoint(parser)
-
-
-def _sessions(parser: argparse.ArgumentParser, what: str = "only this session") -> None:
-    parser.add_argument(
-        "--session", action="append", metavar="ID", help=f"{what} (repeatable; default: all)"
-    )
-
-
-def _json(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
-
-
-def _store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        metavar="FILE",
-        help=f"the session store (SQLite; default: ${STORE_ENV} or {DEFAULT_STORE})",
-    )
-
-
-def _dataset_output(parser: argparse.ArgumentParser) -> None:
-    """`-o/--output` and `--name`: the golden dataset a command writes."""
-    parser.add_argument(
-        "-o", "--output", required=True, metavar="datasets/NAME", help="the dataset folder"
-    )
-    parser.add_argument("--name", help="the dataset's name (default: the folder's name)")
-    force(parser, "dataset")
-
-
-def redact(parser: argparse.ArgumentParser) -> None:
-    """`--redact REGEX`: the user's own secrets, besides the built-in detectors."""
-    parser.add_argument(
-        "--redact",
-        action="append",
-        default=[],
-        metavar="REGEX",
-        help="also redact what this matches, besides the built-in secret detectors (repeatable)",
-    )
-
-
-def force(parser: argparse.ArgumentParser, what: str) -> None:
-    """`--force`: replace an existing output (without it, an existing one is an error)."""
-    parser.add_argument(
-        "--force", action="store_true", help=f"replace an existing {what} at the -o path"
-    )
-
-
-def _evaluators(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--evaluator", action="append", help="only this evaluator (repeatable; default: all)"
-    )
-
-
-def _tools(parser: argparse.ArgumentParser, *, default: str | None = "cassette") -> None:
-    """`--tools`; without a default, the gate file's choice stands."""
-    parser.add_argument(
-        "--tools",
-        default=default,
-        choices=TOOLS,
-        help="where tool results come from"
-        + ("" if default is not None else " (default: the gate's)"),
-    )
-
-
 # -- the commands -------------------------------------------------------------------------------
 
 
@@ -220,11 +71,11 @@ def _run(commands: Commands) -> None:
     run.add_argument(
         "request", help="what the user asks; @FILE reads it from a file, - from standard input"
     )
-    _agent(run, variant="alyx", model="sim:diligent")
+    agent_options(run, variant="alyx", model="sim:diligent")
     run.add_argument(
         "--session", metavar="ID", default=None, help="session id (default: a random one)"
     )
-    _json(run, "the turn's result")
+    json_output(run, "the turn's result")
     run.add_argument(
         "--store",
         metavar="FILE",
@@ -274,7 +125,7 @@ def _eval(commands: Commands) -> None:
         "-o", "--output", metavar="SCORES.parquet", help="also write the score table here"
     )
     force(scoring, "score table")
-    _evaluators(scoring)
+    evaluator_choice(scoring)
     scoring.add_argument(
         "--param",
         action="append",
@@ -282,12 +133,12 @@ def _eval(commands: Commands) -> None:
         metavar="EVALUATOR.KEY=VALUE",
         help="an evaluator parameter, e.g. tool_call_loops.max_repeats=3 (repeatable)",
     )
-    _json(scoring, "the summary")
+    json_output(scoring, "the summary")
 
 
 def _runs(commands: Commands) -> None:
     runs = commands.add_parser("runs", help="list saved sessions (paused runs first)")
-    _store(runs)
+    store_option(runs)
     runs.add_argument(
         "--status", choices=SessionStore.STATUSES, help="only sessions with this status"
     )
@@ -296,12 +147,12 @@ def _runs(commands: Commands) -> None:
         "plan", help="show a saved session's plan, or the one awaiting approval"
     )
     plan.add_argument("session", metavar="RUN", help="the saved session's id")
-    _store(plan)
-    _json(plan, "the status and plans")
+    store_option(plan)
+    json_output(plan, "the status and plans")
 
     resume = commands.add_parser("resume", help="continue a paused or interrupted run")
     resume.add_argument("session", metavar="RUN", help="the saved session's id")
-    _store(resume)
+    store_option(resume)
     decision = resume.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the proposed plan")
     decision.add_argument(
@@ -311,22 +162,23 @@ def _runs(commands: Commands) -> None:
     resume.add_argument(
         "--reason", default="", help="why the plan was rejected (the model is told)"
     )
-    _json(resume, "the turn's result")
+    json_output(resume, "the turn's result")
 
 
 def _record(commands: Commands) -> None:
     recording = commands.add_parser("record", help="record sessions as a golden dataset")
-    _agent(recording, variant=None, model=None)
+    agent_options(recording, variant=None, model=None, teams=True)
     recording.add_argument(
         "--requests", required=True, metavar="FILE", help="the sessions to record (JSON)"
     )
-    _dataset_output(recording)
+    dataset_output(recording)
     recording.add_argument("--description", default="", help="what the dataset is for")
     redact(recording)
     recording.add_argument(
         "--allow-errors",
         action="store_true",
-        help="write the dataset even if turns ended in model_error (default: refuse, exit 2)",
+        help="write the dataset even if turns ended in model_error or tool_error (default: "
+        "refuse, exit 2)",
     )
     export_to_phoenix(recording)
 
@@ -339,14 +191,14 @@ def _dataset(commands: Commands) -> None:
 
     traces = verbs.add_parser("from-traces", help="a golden dataset from a trace table")
     traces.add_argument("table", metavar="TABLE.parquet", help="the trace table")
-    _sessions(traces)
-    _dataset_output(traces)
+    session_filter(traces)
+    dataset_output(traces)
     redact(traces)
 
     pulling = verbs.add_parser("from-phoenix", help="a golden dataset from sessions in Phoenix")
     talk_to_phoenix(pulling, project=None, what="of the sessions", timeout=False, required=True)
-    _sessions(pulling, "only this session, by its Phoenix or its original id")
-    _dataset_output(pulling)
+    session_filter(pulling, "only this session, by its Phoenix or its original id")
+    dataset_output(pulling)
     redact(pulling)
 
     building = verbs.add_parser(
@@ -374,23 +226,24 @@ def _dataset(commands: Commands) -> None:
 def _replay(commands: Commands) -> None:
     replaying = commands.add_parser("replay", help="replay a golden dataset's turns")
     replaying.add_argument("dataset", metavar="DATASET", help="the golden dataset folder")
-    _sessions(replaying)
+    session_filter(replaying)
     replaying.add_argument(
         "--turn", type=int, action="append", help="only this turn index (repeatable)"
     )
     replaying.add_argument(
         "--variant", help="harness variant (default: each session's recording variant)"
     )
+    team_agent(replaying, "replay with")
     replaying.add_argument(
         "--model", default="cassette", help=f"where answers come from: {REPLAY_MODEL}"
     )
-    _tools(replaying)
+    tool_source(replaying)
     endpoint(replaying)
     replaying.add_argument(
         "-o", "--output", metavar="TABLE.parquet", help="also write the replays' spans here"
     )
     force(replaying, "trace table")
-    _json(replaying, "one result per turn")
+    json_output(replaying, "one result per turn")
     replaying.add_argument(
         "--shard", metavar="i/n", help="only every n-th turn, starting at the i-th"
     )
@@ -430,13 +283,13 @@ def _compare(commands: Commands) -> None:
         "--dataset", action="append", help="instead of the gate's: this dataset (repeatable)"
     )
     compare.add_argument("--model", help=MODEL + " (default: the gate's candidate model)")
-    _tools(compare, default=None)
+    tool_source(compare, default=None)
     compare.add_argument(
         "--repeats", type=at_least_one, help="repeats per case, >= 1 (default: the gate's)"
     )
     endpoint(compare)
-    _evaluators(compare)
-    _json(compare, "the comparison")
+    evaluator_choice(compare)
+    json_output(compare, "the comparison")
 
 
 def _phoenix(commands: Commands) -> None:
@@ -487,11 +340,11 @@ def _phoenix(commands: Commands) -> None:
     for command in (mirroring, experimenting):
         command.add_argument("dataset", metavar="DATASET", help="the golden dataset folder")
         command.add_argument("--name", help="the Phoenix dataset's name (default: the dataset's)")
-        _sessions(command)
+        session_filter(command)
         talk_to_phoenix(command, project=GOLDEN_PROJECT, what="that holds the recorded spans")
     experimenting.add_argument(
         "--variant", action="append", required=True, help="a variant: name or .toml (repeatable)"
     )
     experimenting.add_argument("--model", required=True, help=f"the model: {REPLAY_MODEL}")
-    _tools(experimenting)
-    _evaluators(experimenting)
+    tool_source(experimenting)
+    evaluator_choice(experimenting)

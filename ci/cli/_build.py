@@ -33,7 +33,9 @@ def build(args: argparse.Namespace) -> int:
         raise PlangateError(f"{root}: no requests/ folder; -o names the datasets folder to build")
     started = time.perf_counter()
     if not names or THIRD_PARTY in names:
-        _third_party(Path(args.corpus) if args.corpus else corpus_of(root), root)
+        # Asked for by name, or from a corpus named: a missing corpus is an error, not a skip.
+        required = THIRD_PARTY in names or args.corpus is not None
+        _third_party(Path(args.corpus) if args.corpus else corpus_of(root), root, required)
     for spec in recorded:
         began = time.perf_counter()
         folder = asyncio.run(record_build(spec, root))
@@ -42,8 +44,13 @@ def build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _third_party(corpus: Path, root: Path) -> None:
+def _third_party(corpus: Path, root: Path, required: bool) -> None:
     if (corpus / "tau-bench").is_dir():
         print(f"{THIRD_PARTY}: {build_third_party(corpus, root)}")
+    elif required:
+        raise PlangateError(
+            f"{corpus}: not the third-party corpus (no tau-bench/ folder in it); --corpus or "
+            f"${CORPUS_ENV} names the folder that holds tau-bench/, tau2-bench/ and swe-agent/"
+        )
     else:
         print(f"{THIRD_PARTY}: skipped, no corpus at {corpus} (--corpus or ${CORPUS_ENV})")

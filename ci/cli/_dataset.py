@@ -14,16 +14,23 @@ from rich.progress import Progress
 
 from plangate.ci._rubrics import dataset_problems
 from plangate.ci._turns import select_turns
+from plangate.ci.cli._agents import (
+    agent_from_args,
+    record_with_agent,
+    session_agents,
+    write_recorded,
+)
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._printing import short
 from plangate.ci.phoenix import PhoenixExport, replay_processor
-from plangate.harness import PlangateError, check_output, read_text
+from plangate.harness import PlangateError, check_output, load_variant, read_text
 from plangate.replay import (
     CASSETTE_MODELS,
     MANIFEST,
     GoldenDataset,
     ReplayResult,
     concat_tables,
+    dataset_folder,
     dataset_from_traces,
     load_requests,
     read_dataset,
@@ -34,6 +41,7 @@ from plangate.replay import (
     write_table,
 )
 from plangate.replay import record as record_sessions
+from plangate.replay.agents import AgentDriver, AgentSpec, replay_agent_turn
 
 CONTEXT = 2
 """Steps shown on each side of a divergence."""
@@ -42,6 +50,14 @@ CONTEXT = 2
 def record(args: argparse.Namespace) -> int:
     """`plangate record ... -o datasets/NAME`: record sessions as a golden dataset."""
     check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
+    agent = agent_from_args(args)
+    if agent is not None:
+        print(write_recorded(asyncio.run(record_with_agent(args, agent)), args.output))
+        return 0
+    if args.variant is None:
+        raise PlangateError(
+            "record needs --variant NAME (plangate's agent) or --agent SPEC (yours)"
+        )
     path = Path(args.requests)
     requests = load_requests(read_text(path, "requests file"), str(path))
     name = args.name or Path(args.output).name
@@ -67,8 +83,13 @@ def record(args: argparse.Namespace) -> int:
 
 
 def validate(args: argparse.Namespace) -> int:
-    """`plangate dataset validate PATH`: 0 when the dataset is sound, 1 with its problems."""
+    """`plangate dataset validate PATH`: 0 when the dataset is sound, 1 with its problems.
+
+    A path that is no dataset folder at all (missing, a file, no manifest) is unusable input
+    (exit 2), not a dataset with problems.
+    """
     path = args.path
+    dataset_folder(path)
     problems = dataset_problems(path)
     if problems:
         print(f"{path}: {len(problems)} problems")
@@ -108,11 +129,17 @@ def replay(args: argparse.Namespace) -> int:
         )
     if args.output:
         check_output(args.output, force=args.force, what="a trace table")
+    if args.variant:
+        load_variant(args.variant)  # once, before any turn: not once per turn replayed
+    given = agent_from_args(args)
+    if given is not None and args.variant:
+        raise PlangateError("give --variant (plangate's agent) or --agent (yours), not both")
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
+    agents = session_agents(dataset, pairs, given)
     show = sys.stderr.isatty() and not args.json
     with exporting(args) as export:
-        results = asyncio.run(_replay_all(dataset, pairs, args, show, export))
+        results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents))
     if args.output:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     if args.json:
@@ -132,22 +159,35 @@ async def _replay_all(
     args: argparse.Namespace,
     show: bool,
     export: PhoenixExport | None = None,
+    agents: dict[str, AgentSpec] | None = None,
 ) -> list[ReplayResult]:
     gate = asyncio.Semaphore(args.jobs)
+    unique = {a.label: a for a in (agents or {}).values()}
+    drivers = {label: AgentDriver(a, jobs=args.jobs) for label, a in unique.items()}
     with Progress(disable=not show, transient=True) as progress:
         task = progress.add_task("replaying", total=len(pairs))
 
         async def one(session: str, turn: int) -> ReplayResult:
+            agent = (agents or {}).get(session)
             async with gate:
-                result = await replay_turn(
-                    dataset, session, turn, variant=args.variant, model=args.model,
-                    tools=args.tools,
-                    span_processor=replay_processor(export, dataset, session, args.variant),
-                )  # fmt: skip
+                if agent is not None:  # a team's agent, behind the agent boundary
+                    result = await replay_agent_turn(
+                        dataset, session, turn, driver=drivers[agent.label], model=args.model
+                    )
+                else:
+                    result = await replay_turn(
+                        dataset, session, turn, variant=args.variant, model=args.model,
+                        tools=args.tools,
+                        span_processor=replay_processor(export, dataset, session, args.variant),
+                    )  # fmt: skip
             progress.advance(task)
             return result
 
-        return list(await asyncio.gather(*(one(s, k) for s, k in pairs)))
+        try:
+            return list(await asyncio.gather(*(one(s, k) for s, k in pairs)))
+        finally:
+            for driver in drivers.values():
+                await driver.aclose()
 
 
 def print_result(result: ReplayResult) -> None:

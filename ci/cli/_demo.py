@@ -14,7 +14,7 @@ from rich.table import Table
 
 from plangate.ci._demo import DEMO_MODELS, DEMO_VARIANTS, Cell, check_claims, run_matrix
 from plangate.ci.cli._gate import print_verdict
-from plangate.ci.gate import DEFAULT_GATE, gate_with_reports
+from plangate.ci.gate import DEFAULT_GATE, gate_with_reports, load_gate
 from plangate.harness import (
     domain_names,
     get_domain,
@@ -75,6 +75,7 @@ def demo(args: argparse.Namespace) -> int:
     names = args.domain or domain_names()
     for name in names:
         get_domain(name)  # an unknown domain fails here, listing the choices
+    load_gate(args.gate or DEFAULT_GATE)  # a bad gate file fails before the matrix runs
     _, all_hold = main_matrix(names, seed=args.seed)
     gate_holds = main_gate(args.gate, args.output)
     return 0 if all_hold and gate_holds else 1

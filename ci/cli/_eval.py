@@ -6,7 +6,6 @@ import argparse
 import json
 from typing import Any
 
-import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
@@ -15,7 +14,7 @@ from plangate.ci._summary import summarize
 from plangate.evaluators import EvaluatorError, evaluate, evaluators
 from plangate.harness import check_output
 from plangate.replay import import_traces, read_table, write_parquet, write_table
-from plangate.replay.schema import SESSION_ID, SPAN_KIND
+from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 
 def import_files(args: argparse.Namespace) -> int:
@@ -23,9 +22,9 @@ def import_files(args: argparse.Namespace) -> int:
     check_output(args.output, force=args.force, what="a trace table")
     table = import_traces(args.format, args.paths)
     write_table(table, args.output)
-    turns = table.filter(pc.equal(table[SPAN_KIND], "AGENT")).num_rows
-    sessions = len(set(table[SESSION_ID].to_pylist()))
-    print(f"{args.output}: {table.num_rows} spans, {turns} turns, {sessions} sessions")
+    turns = set(zip(table[SESSION_ID].to_pylist(), table[TURN_INDEX].to_pylist(), strict=True))
+    sessions = len({session for session, _ in turns})
+    print(f"{args.output}: {table.num_rows} spans, {len(turns)} turns, {sessions} sessions")
     return 0
 
 

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from plangate.ci.cli._exporting import phoenix_project, phoenix_url
 from plangate.ci.phoenix import (
     annotate,
+    check_experiment,
     client_url,
     compare_url,
     golden_from_phoenix,
@@ -88,7 +89,8 @@ def mirror(args: argparse.Namespace) -> int:
 
 def experiments(args: argparse.Namespace) -> int:
     """`plangate phoenix experiment DATASET --variant V... --model SPEC`: variants side by side."""
-    client = _client(args)
+    check_experiment(args.dataset, args.variant, model=args.model, evaluators=args.evaluator)
+    client = _client(args)  # only once every input is known good
     mirrored = _mirror(args, client)
     ran = [
         run_experiment(

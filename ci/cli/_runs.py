@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from plangate.ci.cli._arguments import DEFAULT_STORE, STORE_ENV
+from plangate.ci.cli._options import DEFAULT_STORE, STORE_ENV
 from plangate.ci.cli._printing import report_turn
 from plangate.harness import (
     Agent,
@@ -64,9 +64,9 @@ def plan(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     """`plangate resume RUN`: approve, edit or reject a proposed plan, or continue a turn."""
+    steps = _steps(Path(args.plan)) if args.plan else None  # the input first, then the store
     session = _session(args)
-    if args.plan:
-        steps = _steps(Path(args.plan))
+    if steps is not None:
         result = asyncio.run(session.approve(steps))
     elif args.approve:
         result = asyncio.run(session.approve())

@@ -2,6 +2,7 @@
 
 - `_gate_file`: the gate file (TOML): datasets, sides, evaluators, thresholds;
 - `_gate`: replay or read both sides, evaluate, compare case by case, decide;
+- `_replays`: replay one side, a variant or a team's agent, k times a case;
 - `_verdict`, `_scores`: the verdict's records; score tables as a side;
 - `_stats`: exact tests on flips, paired bootstrap intervals, pass^k;
 - `_compare`: several variants side by side (`plangate compare`);
@@ -20,7 +21,7 @@ from plangate._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from plangate.ci.gate._compare import Comparison, VariantScore, compare
-    from plangate.ci.gate._gate import ReplayRun, SpanProcessors, gate_cases, run_gate
+    from plangate.ci.gate._gate import gate_cases, run_gate
     from plangate.ci.gate._gate_file import (
         DEFAULT_GATE,
         DatasetSelection,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     )
     from plangate.ci.gate._html_report import html_report
     from plangate.ci.gate._outputs import gate_with_reports, write_outputs
+    from plangate.ci.gate._replays import ReplayRun, SpanProcessors
     from plangate.ci.gate._reports import (
         REPORT_MARKER,
         junit,
@@ -53,9 +55,9 @@ _HOME = {
     "GateFileError": "plangate.ci.gate._gate_file",
     "NoiseFloor": "plangate.ci.gate._verdict",
     "REPORT_MARKER": "plangate.ci.gate._reports",
-    "ReplayRun": "plangate.ci.gate._gate",
+    "ReplayRun": "plangate.ci.gate._replays",
     "Side": "plangate.ci.gate._gate_file",
-    "SpanProcessors": "plangate.ci.gate._gate",
+    "SpanProcessors": "plangate.ci.gate._replays",
     "VariantScore": "plangate.ci.gate._compare",
     "Verdict": "plangate.ci.gate._verdict",
     "compare": "plangate.ci.gate._compare",

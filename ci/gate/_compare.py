@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from plangate.ci.gate._gate import gate_cases, gate_rubrics, judged, replay_scores
+from plangate.ci.gate._gate import gate_cases, gate_rubrics, judged
 from plangate.ci.gate._gate_file import GateFile, Side
+from plangate.ci.gate._replays import replay_scores
 from plangate.ci.gate._scores import runs_from_scores
 from plangate.ci.gate._stats import Interval, mcnemar_exact, paired_bootstrap
 from plangate.ci.gate._verdict import pass_rate

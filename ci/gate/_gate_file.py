@@ -30,6 +30,11 @@
     model = "sim:diligent"
     # or, instead of a variant to replay, a stored score table (one a gate run wrote):
     # scores = "out/main/scores/baseline.parquet"
+    # or a team's own agent behind the agent boundary, with its variant settings:
+    # agent = "python:my_agent:make"    # or "command:node agent.js", "http:http://..."
+    # kwargs = { finish_check = true }  # a python: factory's keyword arguments
+    # env = { PROMPT = "restate" }      # a command: agent's environment
+    # args = ["--strict"]               # a command: agent's extra arguments
 
     [evaluators.task_completion]
     min_pass_rate = 0.9         # the candidate's pass rate must stay at or above this
@@ -54,9 +59,11 @@ from typing import Any
 from plangate.evaluators import evaluators as registered
 from plangate.harness import EndpointSettings, PlangateError, load_variant, read_text
 from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
+from plangate.replay.agents import AgentSpec
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
-SIDE_KEYS = frozenset({"variant", "model", "tools", "scores", "seed"})
+AGENT_SETTINGS = frozenset({"env", "args", "kwargs"})
+SIDE_KEYS = frozenset({"variant", "agent", "model", "tools", "scores", "seed", *AGENT_SETTINGS})
 ENDPOINT_KEYS = {
     "model_timeout": "timeout",
     "model_retries": "retries",
@@ -95,10 +102,14 @@ class Side:
     """A stored score table (`SCORE_SCHEMA`, `trial` = repeat) instead of replaying."""
     seed: int = 0
     """Added to this side's seeds; 0 pairs each repeat with the other side's."""
+    agent: AgentSpec | None = None
+    """A team's own agent, replayed through the agent boundary instead of a variant."""
 
     @property
     def label(self) -> str:
         """The variant's name, or the stored score table's file name."""
+        if self.agent is not None:
+            return self.agent.label
         return self.variant if self.variant is not None else str(self.scores)
 
 
@@ -209,30 +220,29 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
         raise GateFileError(f"{source}: [{name}] is missing; it needs at least a variant")
     _keys(side, SIDE_KEYS, f"{name}.", source)
     seed = _int(side, "seed", 0, 0, source, f"{name}.")
+    given = [key for key in ("variant", "agent", "scores") if key in side]
+    if len(given) > 1:
+        raise GateFileError(
+            f"{source}: {name} has {'both ' if len(given) == 2 else ''}{' and '.join(given)}; "
+            "give one: a variant to replay, an agent to replay, or a stored score table"
+        )
     if "scores" in side:
-        if "variant" in side:
-            raise GateFileError(
-                f"{source}: {name} has both variant and scores; give one: a variant to replay, "
-                "or a stored score table"
-            )
         if not isinstance(side["scores"], str):
             raise GateFileError(f"{source}: {name}.scores must be a score table path")
         scores = Path(side["scores"])
         return Side(scores=scores if scores.is_absolute() else source.parent / scores, seed=seed)
-    if not isinstance(side.get("variant"), str):
+    if not isinstance(side.get("variant", side.get("agent")), str):
         raise GateFileError(
             f"{source}: {name}.variant must be a variant name or .toml path (or give "
-            f"{name}.scores, a stored score table)"
+            f"{name}.agent, an agent spec, or {name}.scores, a stored score table)"
         )
-    model = side.get("model", "cassette")
-    if not (model in CASSETTE_MODELS or model.startswith(("sim:", "openai:"))):
-        raise GateFileError(
-            f"{source}: {name}.model is {model!r}; allowed: cassette, cassette-lenient, "
-            "sim:NAME, openai:MODEL"
-        )
+    model = _model(side, name, source)
     tools = side.get("tools", "cassette")
     if tools not in TOOL_SOURCES:
         raise GateFileError(f"{source}: {name}.tools is {tools!r}; allowed: cassette, live")
+    agent = _agent(side, name, source)
+    if agent is not None:
+        return Side(agent=agent, model=model, tools=tools, seed=seed)
     variant = side["variant"]
     if variant.endswith(".toml") and not Path(variant).is_absolute():
         variant = str(source.parent / variant)
@@ -258,6 +268,33 @@ def _endpoint(settings: dict[str, Any], source: Path) -> EndpointSettings:
                 f"{source}: gate.{key} must be a number of seconds > 0, not {value!r}"
             )
     return EndpointSettings(**chosen)  # type: ignore[arg-type]
+
+
+def _model(side: dict[str, Any], name: str, source: Path) -> str:
+    model = side.get("model", "cassette")
+    if not isinstance(model, str) or not (
+        model in CASSETTE_MODELS or model.startswith(("sim:", "openai:"))
+    ):
+        raise GateFileError(
+            f"{source}: {name}.model is {model!r}; allowed: cassette, cassette-lenient, "
+            "sim:NAME, openai:MODEL"
+        )
+    return model
+
+
+def _agent(side: dict[str, Any], name: str, source: Path) -> AgentSpec | None:
+    """The side's agent and its settings (None: the side replays a variant)."""
+    settings = {key: side[key] for key in AGENT_SETTINGS if key in side}
+    if "agent" not in side:
+        if settings:
+            raise GateFileError(
+                f"{source}: {name}.{sorted(settings)[0]} is an agent's setting; give {name}.agent"
+            )
+        return None
+    try:
+        return AgentSpec.of(side["agent"], settings)
+    except PlangateError as exc:
+        raise GateFileError(f"{source}: {name}: {exc}") from exc
 
 
 def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:

@@ -6,8 +6,9 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from plangate.ci.gate._gate import SpanProcessors, run_gate
+from plangate.ci.gate._gate import run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
+from plangate.ci.gate._replays import SpanProcessors
 from plangate.ci.gate._reports import write_reports
 from plangate.ci.gate._verdict import Verdict
 from plangate.harness import EndpointSettings

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from plangate.ci.gate._html_report import html_report
 from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
-from plangate.harness import replace_folder, staging_folder, write_text_atomic
+from plangate.harness import replace_folder, staging_folder, write_text_atomic, writing
 from plangate.replay import default_redactor, write_parquet
 
 MAX_CASES_IN_SUMMARY = 20
@@ -253,31 +253,48 @@ def write_reports(
     refused. The summary is also appended to $GITHUB_STEP_SUMMARY when that is set.
     """
     target = Path(folder)
+    texts = _texts(verdict)
     staging = staging_folder(target)
     try:
-        texts = {
-            "json": (REPORT_MARKER, json.dumps(verdict_json(verdict), indent=2) + "\n"),
-            "markdown": ("summary.md", markdown(verdict)),
-            "junit": ("junit.xml", junit(verdict)),
-            "html": ("report.html", html_report(verdict)),
-        }
-        files = {}
-        redact = default_redactor().text  # a report leaves the process: no secret in it
-        texts = {key: (name, redact(text)) for key, (name, text) in texts.items()}
-        for key, (name, text) in texts.items():
-            write_text_atomic(staging / name, text)
-            files[key] = target / name
-        for side, table in (scores or {}).items():
-            # Stored, these become a later gate's side: `[baseline] scores = "…/baseline.parquet"`.
-            write_parquet(table, staging / "scores" / f"{side}.parquet")
-            files[f"{side} scores"] = target / "scores" / f"{side}.parquet"
-        os.chmod(staging, 0o755)  # mkdtemp makes it private; reports are for everyone
-        replace_folder(staging, target, what="a gate's report set", marker=REPORT_MARKER)
+        with writing(target):  # a full or read-only disk names `folder`, not the staging folder
+            files = _write_set(texts, scores or {}, staging, target)
+            os.chmod(staging, 0o755)  # mkdtemp makes it private; reports are for everyone
+            replace_folder(staging, target, what="a gate's report set", marker=REPORT_MARKER)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
+        with writing(Path(summary)), open(summary, "a", encoding="utf-8") as handle:
             handle.write(texts["markdown"][1])
+    return files
+
+
+def _texts(verdict: Verdict) -> dict[str, tuple[str, str]]:
+    """Each report's file name and text, redacted: a report leaves the process."""
+    texts = {
+        "json": (REPORT_MARKER, json.dumps(verdict_json(verdict), indent=2) + "\n"),
+        "markdown": ("summary.md", markdown(verdict)),
+        "junit": ("junit.xml", junit(verdict)),
+        "html": ("report.html", html_report(verdict)),
+    }
+    redact = default_redactor().text
+    return {key: (name, redact(text)) for key, (name, text) in texts.items()}
+
+
+def _write_set(
+    texts: Mapping[str, tuple[str, str]],
+    scores: Mapping[str, pa.Table],
+    staging: Path,
+    target: Path,
+) -> dict[str, Path]:
+    """Every report and score table into `staging`; returns where each will be in `target`."""
+    files = {}
+    for key, (name, text) in texts.items():
+        write_text_atomic(staging / name, text)
+        files[key] = target / name
+    for side, table in scores.items():
+        # Stored, these become a later gate's side: `[baseline] scores = "…/baseline.parquet"`.
+        write_parquet(table, staging / "scores" / f"{side}.parquet")
+        files[f"{side} scores"] = target / "scores" / f"{side}.parquet"
     return files

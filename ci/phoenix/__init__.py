@@ -34,7 +34,11 @@ if TYPE_CHECKING:
         wait_for_spans,
     )
     from plangate.ci.phoenix._datasets import PhoenixDataset, PhoenixDatasetError, mirror_dataset
-    from plangate.ci.phoenix._experiments import PhoenixExperiment, run_experiment
+    from plangate.ci.phoenix._experiments import (
+        PhoenixExperiment,
+        check_experiment,
+        run_experiment,
+    )
     from plangate.ci.phoenix._export import (
         ExportReport,
         PhoenixExport,
@@ -60,6 +64,7 @@ _HOME = {
     "PhoenixServer": "plangate.ci.phoenix._server",
     "UnknownProjectError": "plangate.ci.phoenix._client",
     "annotate": "plangate.ci.phoenix._annotations",
+    "check_experiment": "plangate.ci.phoenix._experiments",
     "compare_url": "plangate.ci.phoenix.names",
     "down": "plangate.ci.phoenix._server",
     "fetch_spans": "plangate.ci.phoenix._fetch",
@@ -94,6 +99,7 @@ __all__ = [
     "PhoenixServer",
     "UnknownProjectError",
     "annotate",
+    "check_experiment",
     "client_url",
     "compare_url",
     "down",

@@ -164,6 +164,28 @@ def run_experiment(
     return _experiment_record(client, ran, title, variant=variant, model=model, tools=tools)
 
 
+def check_experiment(
+    dataset_path: str | Path,
+    variants: Sequence[str],
+    *,
+    model: str,
+    evaluators: Sequence[str] | None = None,
+) -> GoldenDataset:
+    """Check an experiment's inputs before any work with Phoenix; returns the golden dataset.
+
+    The dataset folder is read, and each variant, the model and the evaluators are looked up,
+    so that a bad input is named before anything is uploaded (or a server is waited for).
+
+    Raises:
+        PlangateError: naming the dataset file, variant, model or evaluator that is wrong.
+    """
+    golden = read_dataset(dataset_path)
+    _evaluator_names(evaluators, sorted(registered()))
+    for variant in variants:
+        _check_options(golden, variant, model)
+    return golden
+
+
 def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str]:
     names = list(chosen or known)
     unknown = [n for n in names if n not in known]

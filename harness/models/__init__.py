@@ -7,7 +7,10 @@
 - `_scripted`: `ScriptedModel` and `FunctionModel`, the primitives of unit tests;
 - `_simulated`: `SimulatedModel`, deterministic models that reproduce known planning failures;
 - `_spec`: `model_from_spec` for the command line (`sim:NAME`, `openai:MODEL`);
-- `_tokens`: offline token counting.
+- `_tokens`: offline token counting;
+- `_wire`: the OpenAI chat-completions wire format both ways, as plain dicts (`WireError`):
+  what `OpenAIModel` sends and reads, and what a local endpoint reads from any agent and
+  answers it.
 
 Imports harness basics and the demo domains (a simulated model works from a domain's tasks).
 """
@@ -25,6 +28,20 @@ from plangate.harness.models._scripted import (
 from plangate.harness.models._simulated import BEHAVIOURS, Behaviour, SimulatedModel, read_context
 from plangate.harness.models._spec import model_from_spec
 from plangate.harness.models._tokens import count_message_tokens, count_tokens
+from plangate.harness.models._wire import (
+    WireError,
+    call_to_wire,
+    chunks_to_wire,
+    completion_to_wire,
+    message_to_wire,
+    messages_from_wire,
+    messages_to_wire,
+    read_completion,
+    tool_to_wire,
+    tools_from_wire,
+    tools_to_wire,
+    usage_to_wire,
+)
 
 if TYPE_CHECKING:
     from plangate.harness.models._openai import OpenAIModel
@@ -51,8 +68,20 @@ __all__ = [
     "SeenRequest",
     "SimulatedModel",
     "UnexpectedModelCall",
+    "WireError",
+    "call_to_wire",
+    "chunks_to_wire",
+    "completion_to_wire",
     "count_message_tokens",
     "count_tokens",
+    "message_to_wire",
+    "messages_from_wire",
+    "messages_to_wire",
     "model_from_spec",
+    "read_completion",
     "read_context",
+    "tool_to_wire",
+    "tools_from_wire",
+    "tools_to_wire",
+    "usage_to_wire",
 ]

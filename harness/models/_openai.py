@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -11,33 +10,26 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from openai import APIConnectionError, APIStatusError, APITimeoutError, AsyncOpenAI, omit
-from openai.types.chat import (
-    ChatCompletionFunctionToolParam,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-)
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
 from plangate.harness._errors import ConfigError
-from plangate.harness._messages import (
-    AssistantMessage,
-    Message,
-    ModelResponse,
-    SystemMessage,
-    ToolCall,
-    ToolDefinition,
-    ToolMessage,
-    Usage,
-    UserMessage,
-)
+from plangate.harness._messages import Message, ModelResponse, ToolDefinition
 from plangate.harness.models._endpoint import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
     EndpointSettings,
 )
 from plangate.harness.models._model import ModelError
+from plangate.harness.models._wire import (
+    WireError,
+    messages_to_wire,
+    read_completion,
+    snippet,
+    tools_to_wire,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """The endpoint used when neither base-URL variable is set."""
@@ -53,8 +45,6 @@ _HINTS = {
     403: "check that the API key may use this model",
     404: "check the base URL and the model name",
 }
-_SNIPPET = 200
-"""How many characters of a bad body or an error detail a message quotes."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -143,12 +133,10 @@ class OpenAIModel:
             ModelError: The endpoint failed after all retries, refused the request, or sent a
                 reply that is not a chat completion.
         """
-        text, attempts = await self._post(
-            [_wire_message(message) for message in messages], [_wire_tool(tool) for tool in tools]
-        )
+        text, attempts = await self._post(messages_to_wire(messages), tools_to_wire(tools))
         try:
-            return _read_completion(text, self.model)
-        except _BadReply as bad:
+            return read_completion(text, self.model)
+        except WireError as bad:
             raise self._error(f"sent a malformed reply: {bad}", attempts) from None
 
     async def aclose(self) -> None:
@@ -167,9 +155,7 @@ class OpenAIModel:
         await self.aclose()
 
     async def _post(
-        self,
-        messages: list[ChatCompletionMessageParam],
-        tools: list[ChatCompletionFunctionToolParam],
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tuple[str, int]:
         """Post until an attempt succeeds; return the body text and the number of attempts."""
         attempt = 0
@@ -178,7 +164,9 @@ class OpenAIModel:
             attempt += 1
             try:
                 response = await self._client.chat.completions.with_raw_response.create(
-                    model=self.model, messages=messages, tools=tools or omit
+                    model=self.model,
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
+                    tools=cast("list[ChatCompletionFunctionToolParam]", tools) or omit,
                 )
                 return response.text, attempt
             except (APIStatusError, APIConnectionError) as err:
@@ -221,10 +209,6 @@ class _Failure:
     """The server's `Retry-After`, in seconds."""
 
 
-class _BadReply(Exception):
-    """A 2xx reply that is not a readable chat completion; the message says what is wrong."""
-
-
 def _check_options(model: OpenAIModel) -> None:
     if not model.model:
         raise ConfigError("OpenAIModel: `model` is empty; name the model to ask for")
@@ -259,11 +243,6 @@ def _redact(text: str, secret: str) -> str:
     return text.replace(secret, "[redacted]") if len(secret) >= 8 else text
 
 
-def _snippet(value: object) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "…"
-
-
 def _failure(err: APIStatusError | APIConnectionError, timeout: float) -> _Failure:
     if isinstance(err, APITimeoutError):
         return _Failure(f"timed out after {timeout:g} s", retryable=True)
@@ -282,8 +261,8 @@ def _failure(err: APIStatusError | APIConnectionError, timeout: float) -> _Failu
 def _error_detail(err: APIStatusError) -> str:
     body = err.body
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return _snippet(body["message"])
-    return _snippet(body) if body else "empty body"
+        return snippet(body["message"])
+    return snippet(body) if body else "empty body"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -293,112 +272,3 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
-
-
-def _wire_message(message: Message) -> ChatCompletionMessageParam:
-    if isinstance(message, SystemMessage):
-        return {"role": "system", "content": message.content}
-    if isinstance(message, UserMessage):
-        return {"role": "user", "content": message.content}
-    if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    if not message.tool_calls:
-        return {"role": "assistant", "content": message.content}
-    # The API rejects an empty `tool_calls` list, and wants null content beside calls.
-    return {
-        "role": "assistant",
-        "content": message.content or None,
-        "tool_calls": [_wire_call(call) for call in message.tool_calls],
-    }
-
-
-def _wire_call(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
-
-
-def _wire_tool(tool: ToolDefinition) -> ChatCompletionFunctionToolParam:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
-
-
-def _read_completion(text: str, model: str) -> ModelResponse:
-    """Read a chat-completion body; raise `_BadReply` saying what is wrong with it."""
-    body = _read_object(text)
-    choice = _first_choice(body, text)
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise _BadReply(f"choice 0 has no message: {_snippet(choice)}")
-    content, calls = message.get("content"), message.get("tool_calls")
-    if calls is None:
-        calls = []
-    elif not isinstance(calls, list):
-        raise _BadReply(f"choice 0 has tool_calls that are not a list: {_snippet(calls)}")
-    reported_model, finish_reason = body.get("model"), choice.get("finish_reason")
-    return ModelResponse(
-        message=AssistantMessage(
-            content=content if isinstance(content, str) else "",
-            tool_calls=tuple(_read_call(call, index) for index, call in enumerate(calls)),
-        ),
-        usage=_read_usage(body.get("usage")),
-        model_name=reported_model if isinstance(reported_model, str) else model,
-        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-    )
-
-
-def _read_object(text: str) -> dict[str, Any]:
-    try:
-        body = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise _BadReply(f"the body is not JSON: {_snippet(text)!r}") from None
-    if not isinstance(body, dict):
-        raise _BadReply(f"the body is not a JSON object: {_snippet(text)!r}")
-    return body
-
-
-def _first_choice(body: dict[str, Any], text: str) -> dict[str, Any]:
-    choices = body.get("choices")
-    if not isinstance(choices, list):
-        raise _BadReply(f"the body has no 'choices' list: {_snippet(text)!r}")
-    if not choices:
-        raise _BadReply("'choices' is empty")
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise _BadReply(f"choice 0 is not an object: {_snippet(choice)}")
-    return choice
-
-
-def _read_call(call: Any, index: int) -> ToolCall:
-    function = call.get("function") if isinstance(call, dict) else None
-    name = function.get("name") if isinstance(function, dict) else None
-    if not isinstance(function, dict) or not isinstance(name, str) or not name:
-        raise _BadReply(f"tool call {index} has no function name: {_snippet(call)}")
-    arguments = function.get("arguments")
-    if not isinstance(arguments, str):
-        # Some compatible servers send an object; an absent value means no arguments.
-        arguments = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-    call_id = call.get("id")
-    return ToolCall(
-        id=call_id if isinstance(call_id, str) and call_id else f"call_{index}_{name}",
-        name=name,
-        arguments=arguments,
-    )
-
-
-def _read_usage(usage: Any) -> Usage:
-    if not isinstance(usage, dict):
-        return Usage()
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return Usage(
-        prompt_tokens=prompt if isinstance(prompt, int) else 0,
-        completion_tokens=completion if isinstance(completion, int) else 0,
-    )

@@ -286,6 +286,10 @@ class SimulatedModel:
     """Model name for traces (default `sim:<behaviour>`)."""
     calls: int = 0
     """Model calls answered so far."""
+    ids_after: int = 0
+    """Its tool-call ids start after this number: a model made for one replayed turn continues
+    the session's numbering (`call_1`, `call_2`, … were the earlier turns'), as the recording's
+    one model per session did. Some frameworks drop a call whose id they have seen before."""
     _rng: random.Random = field(init=False)
     _ids: int = field(init=False, default=0)
     _stuck_after: int = field(init=False)
@@ -377,7 +381,7 @@ class SimulatedModel:
             )
         self._ids += 1
         call = ToolCall(
-            id=f"call_{self._ids}",
+            id=f"call_{self.ids_after + self._ids}",
             name=action.name,
             arguments=canonical_json(dict(action.arguments)),
         )

@@ -10,14 +10,20 @@ from plangate.harness.models._simulated import BEHAVIOURS, SimulatedModel
 
 
 def model_from_spec(
-    spec: str, *, domain: Domain, seed: int = 0, endpoint: EndpointSettings | None = None
+    spec: str,
+    *,
+    domain: Domain,
+    seed: int = 0,
+    endpoint: EndpointSettings | None = None,
+    ids_after: int = 0,
 ) -> Model:
     """Build the model a spec names.
 
     `sim:NAME` is a simulated model (NAME one of `BEHAVIOURS`) over the domain's tasks;
     `openai:MODEL` is an OpenAI-compatible endpoint, with its base URL and key from the
     environment (`PLANGATE_OPENAI_BASE_URL`, `PLANGATE_OPENAI_API_KEY`, or the `OPENAI_`
-    equivalents) and its patience from `endpoint`, else the environment.
+    equivalents) and its patience from `endpoint`, else the environment. A simulated model's
+    tool-call ids start after `ids_after` (the calls a replayed turn's history already holds).
     """
     kind, _, name = spec.partition(":")
     if kind == "sim":
@@ -26,7 +32,7 @@ def model_from_spec(
                 f"unknown simulated model {name!r}; choose one of: "
                 + ", ".join(f"sim:{b}" for b in BEHAVIOURS)
             )
-        return SimulatedModel(name, domain.tasks, seed=seed)  # type: ignore[arg-type]
+        return SimulatedModel(name, domain.tasks, seed=seed, ids_after=ids_after)  # type: ignore[arg-type]
     if kind == "openai" and name:
         from plangate.harness.models._openai import OpenAIModel
 

@@ -5,12 +5,17 @@ the file, the record and the field. Importers keep what a source has (rewards, t
 reasons, timestamps, token usage) and never invent what it lacks. Importing this package
 registers every format: `openai-messages` (`_messages`), `otlp-json` (`_otlp`), `phoenix`
 (`_phoenix`), `swe-agent` (`_swe`), `tau-bench` and `tau2` (`_tau`). `_reading` holds what they
-share; `_registry` the registry.
+share; `_registry` the registry. `spans_of_request` and `spans_of_protobuf` read one OTLP
+request (the model endpoint's trace receiver reads with them).
 """
 
 from plangate.replay.importers import _swe, _tau  # noqa: F401 - importing registers them
 from plangate.replay.importers._messages import rows_from_messages
-from plangate.replay.importers._otlp import otlp_json_from_spans
+from plangate.replay.importers._otlp import (
+    otlp_json_from_spans,
+    spans_of_protobuf,
+    spans_of_request,
+)
 from plangate.replay.importers._phoenix import from_phoenix_dataframe
 from plangate.replay.importers._registry import Importer, import_formats, import_traces, importer
 
@@ -22,4 +27,6 @@ __all__ = [
     "importer",
     "otlp_json_from_spans",
     "rows_from_messages",
+    "spans_of_protobuf",
+    "spans_of_request",
 ]

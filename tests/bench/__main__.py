@@ -13,7 +13,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from tests.bench import bench_evaluators, bench_gate, bench_imports, bench_loop, bench_redact
+from tests.bench import (
+    bench_endpoint,
+    bench_evaluators,
+    bench_gate,
+    bench_imports,
+    bench_loop,
+    bench_receiver,
+    bench_redact,
+)
 from tests.bench.bench_loop import Result
 
 TARGET_US = 150
@@ -111,6 +119,8 @@ def write(
     study: list[dict[str, object]] | None = None,
     imports: list[bench_imports.ImportTiming] | None = None,
     redaction: list[bench_redact.RedactTiming] | None = None,
+    endpoint: list[bench_endpoint.EndpointTiming] | None = None,
+    receiver: list[bench_receiver.ReceiverTiming] | None = None,
 ) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -130,6 +140,8 @@ def write(
         "gate_study": study or [],
         "imports": [r.as_dict() for r in imports or []],
         "redaction": [r.as_dict() for r in redaction or []],
+        "endpoint": [r.as_dict(endpoint[0]) for r in endpoint] if endpoint else [],
+        "otlp_receiver": [r.as_dict() for r in receiver or []],
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -166,7 +178,21 @@ def main() -> None:
     console.print(bench_imports.table(imports))
     redaction = bench_redact.run_all()
     console.print(bench_redact.table(redaction))
-    write(results, pydantic_ai, load[0], evaluator_results, study, imports, redaction)
+    endpoint = bench_endpoint.run_all()
+    console.print(bench_endpoint.table(endpoint))
+    receiver = bench_receiver.run_all()
+    console.print(bench_receiver.table(receiver))
+    write(
+        results,
+        pydantic_ai,
+        load[0],
+        evaluator_results,
+        study,
+        imports,
+        redaction,
+        endpoint,
+        receiver,
+    )
     console.print(f"written to {OUT}")
 
 

@@ -6,99 +6,43 @@ line runs in process (`main`), so a traceback would surface as exit 3 and fail t
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plangate.ci.cli._main import main
-from plangate.evaluators import evaluate
-from plangate.replay import build_table
-from tests.helpers import turn_rows
+from tests.ci.bad_inputs import (
+    DATASET,
+    FILE_KINDS,
+    GOOD,
+    assert_one_line_naming,
+    dead_phoenix,
+    make_good_files,
+    run_main,
+)
 
-GOOD: dict[str, Path] = {}
-"""Good inputs for the other arguments of a command (a trace table, a score table)."""
-
-HUGE_BYTES = 24 * 1024 * 1024
-
-
-def _good_files(folder: Path) -> None:
-    table = build_table(turn_rows("s", calls=[("search", {"q": "x"})]))
-    GOOD["table"] = folder / "table.parquet"
-    pq.write_table(table, GOOD["table"])
-    GOOD["scores"] = folder / "scores.parquet"
-    pq.write_table(evaluate(table), GOOD["scores"])
-    GOOD["huge"] = folder / "huge.toml"  # .toml: it serves as a variant file too
-    GOOD["huge"].write_bytes(b"[" * 1024 + b"1," * (HUGE_BYTES // 2))
-    GOOD["requests"] = folder / "requests.json"
-    GOOD["requests"].write_text(json.dumps([{"session_id": "s", "turns": ["hi"]}]), "utf-8")
+KINDS = FILE_KINDS
+PHOENIX = dead_phoenix()
 
 
-Kind = Callable[[Path, bytes], Path]
-"""Makes one kind of bad file at the path (from some random bytes); returns what to pass."""
+def _gate_with_scores(scores: str, out: Path) -> str:
+    """A gate file whose baseline is a stored score table (the bad file)."""
+    gate = out.parent / "gate.toml"
+    gate.write_text(
+        f'[[datasets]]\npath = "{DATASET}"\n[baseline]\nscores = "{scores}"\n'
+        '[candidate]\nvariant = "alyx"\nmodel = "cassette"\n',
+        encoding="utf-8",
+    )
+    return str(gate)
 
 
-def _write(data: bytes) -> Kind:
-    def make(path: Path, noise: bytes) -> Path:
-        path.write_bytes(data)
-        return path
+def _experiment(variant: str) -> list[str]:
+    return ["phoenix", "experiment", str(DATASET), "--variant", variant, "--model", "cassette",
+            *PHOENIX]  # fmt: skip
 
-    return make
-
-
-def _missing(path: Path, noise: bytes) -> Path:
-    return path
-
-
-def _folder(path: Path, noise: bytes) -> Path:
-    path.mkdir()
-    return path
-
-
-def _not_utf8(path: Path, noise: bytes) -> Path:
-    path.write_bytes(b"\xff\xfe\xfa" + noise + b"\xc3\x28")
-    return path
-
-
-def _truncated_parquet(path: Path, noise: bytes) -> Path:
-    data = GOOD["table"].read_bytes()
-    path.write_bytes(data[: max(8, len(data) * (1 + len(noise) % 7) // 9)])
-    return path
-
-
-def _random_parquet(path: Path, noise: bytes) -> Path:
-    path.write_bytes(b"PAR1" + noise + b"PAR1")
-    return path
-
-
-def _huge(path: Path, noise: bytes) -> Path:
-    return GOOD["huge"]  # written once: commands only read their inputs
-
-
-def _other_parquet(path: Path, noise: bytes) -> Path:
-    pq.write_table(pa.table({"x": [1, 2, 3]}), path)  # Parquet, but not the table expected
-    return path
-
-
-KINDS: dict[str, Kind] = {
-    "missing": _missing,
-    "a folder": _folder,
-    "empty": _write(b""),
-    "not UTF-8": _not_utf8,
-    "truncated Parquet": _truncated_parquet,
-    "random Parquet": _random_parquet,
-    "other Parquet": _other_parquet,
-    "JSON of the wrong shape": _write(json.dumps({"unexpected": [1, {"x": None}]}).encode()),
-    "JSON of the wrong type": _write(b"42"),
-    "a JSON list of the wrong things": _write(b'[1, "two", null]'),
-    "huge": _huge,
-}
 
 IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
 
@@ -134,31 +78,35 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         str(out),
     ],  # fmt: skip
     "dataset from-traces": lambda p, out: ["dataset", "from-traces", p, "-o", str(out)],
-    "replay": lambda p, out: ["replay", p],
+    "replay --variant": lambda p, out: ["replay", str(DATASET), "--variant", p + ".toml"],
     "gate": lambda p, out: ["gate", p, "-o", str(out)],
+    "gate [baseline] scores": lambda p, out: ["gate", _gate_with_scores(p, out), "-o", str(out)],
     "compare --gate": lambda p, out: ["compare", "alyx", "--gate", p],
+    "compare --variant": lambda p, out: ["compare", "alyx", p + ".toml"],
+    "demo --gate": lambda p, out: ["demo", "--gate", p, "-o", str(out)],
     "run @request": lambda p, out: ["run", "@" + p],
     "run --variant": lambda p, out: ["run", "hi", "--variant", p + ".toml"],
-    "runs --store": lambda p, out: ["runs", "--store", p],
     "phoenix annotate scores": lambda p, out: ["phoenix", "annotate", p, str(GOOD["table"])],
     "phoenix annotate traces": lambda p, out: ["phoenix", "annotate", str(GOOD["scores"]), p],
+    "phoenix experiment --variant": lambda p, out: _experiment(p + ".toml"),
 }
-"""Each command, with the bad path in one of its path arguments."""
+"""Each command, with the bad path in one of its path arguments (a variant's without `.toml`).
+
+Session stores, plan files and golden dataset folders: `tests/ci/test_bad_inputs_more.py`.
+"""
 
 GOOD_FOR = {
     # A request can say anything, at any size: only what is not text is bad (random bytes
     # framed as Parquet can be valid UTF-8 text).
     "run @request": frozenset(KINDS)
     - {"missing", "a folder", "empty", "not UTF-8", "truncated Parquet"},
-    # An empty file is an empty SQLite database: a store with no sessions yet.
-    "runs --store": frozenset({"empty"}),
 }
 """What is good input to a command, among the kinds of file drawn."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def good_files(tmp_path_factory: pytest.TempPathFactory) -> None:
-    _good_files(tmp_path_factory.mktemp("good"))
+    make_good_files(tmp_path_factory.mktemp("good"))
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -179,15 +127,9 @@ def test_a_bad_file_is_exit_2_and_one_line_naming_it(
         if command.endswith("--variant"):  # the variant is the bad file
             path = path.rename(path.with_suffix(".toml")) if path.exists() else path
             argv = COMMANDS[command](str(path.with_suffix("")), Path(folder) / "out")
-            named = str(path.with_suffix(".toml"))
+            named = path.with_suffix(".toml")
         else:
             argv = COMMANDS[command](str(path), Path(folder) / "out")
-            named = str(path)
-        capsys.readouterr()
-        code = main(argv)
-        err = capsys.readouterr().err
-    assert code == 2, f"{command} with {kind}: exit {code}: {err}"
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, f"{command} with {kind}: {err}"
-    assert named in lines[0] or Path(named).name in lines[0], f"{command} with {kind}: {err}"
-    assert "Traceback" not in err
+            named = path
+        code, _, err = run_main(argv, capsys)
+    assert_one_line_naming(code, err, named, f"{command} with {kind}")

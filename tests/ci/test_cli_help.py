@@ -108,7 +108,8 @@ def test_version() -> None:
 
 def test_the_parsers_own_lists_match_the_library() -> None:
     # The parser keeps its own copies: importing replay would load pyarrow for every command.
-    from plangate.ci.cli._arguments import REPLAY_MODEL, TOOLS
+    from plangate.ci.cli._arguments import REPLAY_MODEL
+    from plangate.ci.cli._options import TOOLS
     from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 
     assert TOOLS == TOOL_SOURCES

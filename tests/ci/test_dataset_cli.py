@@ -87,8 +87,9 @@ def test_bad_input_exits_2_naming_it(
     assert "--shard '3/2'" in capsys.readouterr().err
     assert main(["replay", str(golden), "--session", "nope"]) == 2
     assert "no session 'nope'" in capsys.readouterr().err
-    assert main(["dataset", "validate", str(missing)]) == 1
-    assert "manifest.json" in capsys.readouterr().out
+    # No folder is nothing to validate: unusable input, not a dataset with problems (exit 1).
+    assert main(["dataset", "validate", str(missing)]) == 2
+    assert f"{missing}: no such folder" in capsys.readouterr().err
 
 
 def test_from_traces_and_eval_with_the_dataset_rubrics(golden: Path, tmp_path: Path) -> None:

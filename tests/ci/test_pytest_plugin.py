@@ -145,7 +145,7 @@ def test_k_selects_by_session_and_evaluator_and_the_verdict_is_the_full_gates(
         (
             REGRESSING.replace("repeats = 2", "repeat = 2"),
             (),
-            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, noise_floor, repeats, seed",
+            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, model_deadline, model_retries, model_timeout, noise_floor, repeats, seed",
         ),
         (REGRESSING, ("--plangate-repeats", "0"), "--plangate-repeats must be 1 or more, not 0"),
     ],
@@ -166,7 +166,9 @@ def test_a_missing_dataset_is_a_usage_error_naming_it(pytester: pytest.Pytester)
     write_gate(pytester, REGRESSING, dataset=pytester.path / "nowhere")
     result = run(pytester, "--plangate", "gate.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --plangate: {pytester.path / 'nowhere'}: not a valid*"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --plangate: {pytester.path / 'nowhere'}: no such folder*"]
+    )
 
 
 def test_a_gate_that_cannot_run_fails_every_item_with_the_reason(

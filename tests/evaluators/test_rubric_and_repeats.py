@@ -118,3 +118,13 @@ def test_repeat_invariants(trials: list[list[bool]]) -> None:
     assert first.pass_at_k == pytest.approx(first.pass_hat_k)  # one try: the same number
     hats = [r.pass_hat_k for r in results if r.tasks == len(trials)]
     assert hats == sorted(hats, reverse=True)  # all-k-pass can only get harder with k
+
+
+def test_no_judged_try_has_no_default_k_and_no_rate() -> None:
+    # Nothing to judge: no rubric, no reward, a stop reason that is not plangate's.
+    rows = turn_rows("s", stop_reason="user_stop") + turn_rows("s", 1, stop_reason="user_stop")
+    scores = evaluate(build_table(rows), names=["task_completion"])
+    assert set(scores.column("outcome").to_pylist()) == {"n/a"}
+    assert repeat_scores(scores) == []
+    (one,) = repeat_scores(scores, ks=[1])
+    assert (one.tasks, one.pass_at_k, one.pass_hat_k) == (0, None, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from plangate.harness import OutputError
 from plangate.replay import (
     GoldenDataset,
     SessionRequest,
@@ -132,7 +134,8 @@ def test_a_turn_of_a_missing_session_is_named_with_file_column_and_row(copy: Pat
     _rewrite(copy, "sessions.parquet", sessions.slice(1))  # drop s1
     problems = validate_dataset(copy)
     assert problems[0] == (
-        "turns.parquet: column 'session_id', row 0: session 's1' is not in sessions.parquet"
+        f"{copy / 'turns.parquet'}: column 'session_id', row 0: session 's1' is not in "
+        "sessions.parquet"
     )
 
 
@@ -150,8 +153,8 @@ def test_a_failed_write_leaves_the_previous_dataset_intact(
         real(table, where, **options)
 
     monkeypatch.setattr(pq, "write_table", failing)
-    with pytest.raises(OSError, match="disk full"):
-        write_dataset(_record(REQUESTS[1:2]), copy)
+    with pytest.raises(OutputError, match=f"^cannot write {re.escape(str(copy))}: disk full$"):
+        write_dataset(_record(REQUESTS[1:2]), copy)  # the folder named, not its staging copy
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
     assert [p.name for p in copy.parent.iterdir()] == ["golden"]
     assert validate_dataset(copy) == []

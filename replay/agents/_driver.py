@@ -1,0 +1,182 @@
+"""Running an agent's turns behind plangate's local model endpoint.
+
+The driver starts the endpoint (`plangate.replay.endpoint.ModelEndpoint`) and keeps `jobs`
+slots; a slot is one route on the endpoint and one runner of the agent, and runs one turn at
+a time. For each turn the slot's route serves that turn's model (a recording, a cassette, a
+simulated model), so concurrent turns are kept apart by their route, never by timing. A
+`command:` agent is started once per slot with `OPENAI_BASE_URL` pointing at the slot's route;
+`python:` and `http:` agents get the route in the turn's `model_base_url`. The same route takes
+the agent's spans over OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`, or the turn's
+`otlp_endpoint`); a turn's spans are those that started during it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plangate.harness import Message, ModelError, ModelResponse, ToolDefinition
+from plangate.harness.models import Model
+from plangate.replay._openinference import SpanRecord
+from plangate.replay.agents._boundary import (
+    LOCAL_API_KEY,
+    AgentFailed,
+    AgentRunner,
+    AgentSpec,
+    TurnInput,
+    TurnOutput,
+)
+from plangate.replay.agents._runners import runner_for
+from plangate.replay.endpoint import ModelEndpoint, Route
+
+
+@dataclass(slots=True)
+class _Switch:
+    """The model a slot's route serves: the current turn's."""
+
+    current: Model | None = None
+    name: str = "plangate"
+
+    async def request(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition]
+    ) -> ModelResponse:
+        if self.current is None:
+            raise ModelError("no turn is running on this route: a call after the turn ended")
+        return await self.current.request(messages, tools)
+
+
+@dataclass(slots=True)
+class _Slot:
+    route: Route
+    switch: _Switch
+    runner: AgentRunner
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrivenTurn:
+    """What running one turn gave: the agent's reply or its failure, and what the model saw."""
+
+    output: TurnOutput | None
+    """The agent's reply (None when it failed)."""
+    stop_reason: str
+    """`finished`, `model_error` (the turn's model failed and the agent gave up), `agent_error`."""
+    detail: str
+    """Why the turn stopped, when it did not finish."""
+    calls: tuple[Any, ...]
+    """The endpoint's observed calls (`ObservedCall`) of the turn, in order."""
+    start_ns: int
+    end_ns: int
+    route: Route
+    """The route the turn ran on: its spans arrive there (`spans`)."""
+
+    def spans(self) -> list[SpanRecord]:
+        """The agent's spans that started during the turn (those that have arrived)."""
+        return self.route.spans_between(self.start_ns, self.end_ns)
+
+
+@dataclass(slots=True)
+class AgentDriver:
+    """Runs one agent's turns, `jobs` at a time, each behind its own route."""
+
+    agent: AgentSpec
+    jobs: int = 1
+    endpoint: ModelEndpoint = field(init=False)
+    _free: asyncio.Queue[_Slot] | None = field(default=None, init=False)
+    _slots: list[_Slot] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.agent.kind  # noqa: B018 - a bad spec is reported before anything starts
+        self.endpoint = ModelEndpoint().start()
+
+    async def run(self, turn: TurnInput, model: Model) -> DrivenTurn:
+        """Run `turn` with `model` behind its route; never raises for the agent's own failure."""
+        slot = await self._take()
+        slot.switch.current = model
+        first = len(slot.route.calls)
+        start = time.time_ns()
+        output: TurnOutput | None = None
+        failure = ""
+        try:
+            output = await slot.runner.run_turn(self._routed(turn, slot.route, model))
+        except AgentFailed as exc:
+            failure = str(exc)
+        finally:
+            slot.switch.current = None
+            assert self._free is not None
+            self._free.put_nowait(slot)
+        end = time.time_ns()
+        calls = tuple(slot.route.calls[first:])
+        stop, detail = _stop(output, failure, calls)
+        return DrivenTurn(
+            output=output, stop_reason=stop, detail=detail, calls=calls, start_ns=start,
+            end_ns=end, route=slot.route,
+        )  # fmt: skip
+
+    def _routed(self, turn: TurnInput, route: Route, model: Model) -> TurnInput:
+        return dataclasses.replace(
+            turn,
+            model_base_url=route.base_url,
+            otlp_endpoint=route.otlp_endpoint,
+            model_api_key=LOCAL_API_KEY,
+            model_name=turn.model_name or getattr(model, "name", "plangate"),
+        )
+
+    async def _take(self) -> _Slot:
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for _ in range(self.jobs):
+                self._free.put_nowait(self._new_slot())
+        return await self._free.get()
+
+    def _new_slot(self) -> _Slot:
+        switch = _Switch()
+        route = self.endpoint.open_route(switch)
+        env = {
+            "OPENAI_BASE_URL": route.base_url,
+            "OPENAI_API_KEY": LOCAL_API_KEY,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": route.otlp_endpoint,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{route.otlp_endpoint}/v1/traces",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms: a turn's spans arrive soon after it
+        }
+        slot = _Slot(route=route, switch=switch, runner=runner_for(self.agent, env))
+        self._slots.append(slot)
+        return slot
+
+    async def close_agents(self) -> None:
+        """Stop every runner (a `command:` agent exits, flushing its spans); the endpoint stays."""
+        for slot in self._slots:
+            await slot.runner.aclose()
+
+    async def settle(self, turn: DrivenTurn, seconds: float = 2.0) -> None:
+        """Wait (at most `seconds`) for the spans of `turn`, if its agent sends spans at all."""
+        if turn.route.spans:
+            await asyncio.to_thread(
+                turn.route.wait_for_turn, turn.start_ns, turn.end_ns, timeout=seconds
+            )
+
+    async def aclose(self) -> None:
+        """Stop every runner and the endpoint."""
+        await self.close_agents()
+        self._slots.clear()
+        self.endpoint.close()
+
+    async def __aenter__(self) -> AgentDriver:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _stop(output: TurnOutput | None, failure: str, calls: Sequence[Any]) -> tuple[str, str]:
+    """How the turn ended: a model failure the agent could not get past is the model's."""
+    if output is not None:
+        return "finished", ""
+    errors = [c.error for c in calls if c.error]
+    if errors:
+        return "model_error", errors[-1]
+    return "agent_error", failure

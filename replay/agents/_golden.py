@@ -1,0 +1,270 @@
+"""Recording and replaying a team's own agent through the agent boundary.
+
+`record_agent` runs sessions through any agent (`AgentSpec`) behind plangate's local model
+endpoint and keeps them as a golden dataset in the same format as the reference agent's: each
+model exchange in the cassette, the turns with their requests, messages and steps, and a trace
+table built from what the endpoint saw. `replay_agent_turn` restores a turn's conversation and
+the agent's own state, serves the model from the cassette (strict or lenient) or a simulated
+model, and says where the new trajectory diverged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from plangate.harness import (
+    EndpointSettings,
+    Message,
+    get_domain,
+    message_from_dict,
+    message_to_dict,
+    model_from_spec,
+)
+from plangate.harness.models import Model, messages_from_wire, messages_to_wire
+from plangate.replay._cassette import CassetteModel, Recorder, RecordingModel
+from plangate.replay._dataset import (
+    MODEL_CASSETTE,
+    SESSIONS,
+    TOOL_CASSETTE,
+    TURNS,
+    GoldenDataset,
+    table_of,
+)
+from plangate.replay._record import (
+    SessionRequest,
+    exchange_row,
+    refingerprint,
+    refuse_errors,
+    tool_row,
+)
+from plangate.replay._redact import redactor_for
+from plangate.replay._replay import CASSETTE_MODELS, ReplayResult, first_divergence
+from plangate.replay.agents._boundary import AgentSpec, TurnInput
+from plangate.replay.agents._driver import AgentDriver, DrivenTurn
+from plangate.replay.agents._observed import SeenTurn, turn_messages, turn_steps, turn_table
+from plangate.replay.schema import (
+    ERROR_STOP_REASONS,
+    SESSION_ID,
+    STOP_REASON,
+    TURN_INDEX,
+    concat_tables,
+)
+
+SOURCE = "agent"
+"""The sessions table's `source` for a golden recorded through the agent boundary."""
+STATE_KEY = "agent_state"
+"""The key of the agent's own state in a turn's `features_before` (JSON)."""
+
+
+async def record_agent(
+    requests: Sequence[SessionRequest],
+    *,
+    name: str,
+    agent: AgentSpec,
+    model: str,
+    domain: str = "support",
+    seed: int = 0,
+    description: str = "",
+    redact: Iterable[str] = (),
+    allow_errors: bool = False,
+    jobs: int = 1,
+    endpoint: EndpointSettings | None = None,
+) -> GoldenDataset:
+    """Run every session through `agent` and return the golden dataset (redacted, unwritten).
+
+    `model` is the model behind the endpoint (`sim:NAME` over `domain`'s tasks, `openai:MODEL`);
+    sessions run `jobs` at a time, the turns of one session in order.
+
+    Raises:
+        DatasetError: A turn ended in an infrastructure error and `allow_errors` is false.
+        AgentError: The agent cannot be started.
+    """
+    async with AgentDriver(agent, jobs=jobs) as driver:
+        limit = asyncio.Semaphore(jobs)
+
+        async def one(request: SessionRequest) -> _Recorded:
+            async with limit:
+                return await _record_session(driver, request, agent, model, domain, seed, endpoint)
+
+        recorded = await asyncio.gather(*(one(r) for r in requests))
+        await driver.close_agents()  # a command: agent exits, so every span it sent is in
+        spans = concat_tables(
+            turn_table(seen, driven.spans()) for r in recorded for seen, driven in r.seen
+        )
+    turns = [t for r in recorded for t in r.turns]
+    if not allow_errors:
+        refuse_errors(turns, spans)
+    redactor = redactor_for(redact)
+    exchanges = [exchange_row(e) for r in recorded for e in r.recorder.exchanges]
+    tools = [tool_row(t) for r in recorded for t in r.recorder.tool_records]
+    return GoldenDataset(
+        name=name,
+        description=description,
+        sessions=table_of(redactor.data([r.session for r in recorded]), SESSIONS),
+        turns=table_of(redactor.data(turns), TURNS),
+        spans=redactor.table(spans),
+        model_cassette=table_of(refingerprint(redactor.data(exchanges)), MODEL_CASSETTE),
+        tool_cassette=table_of(redactor.data(tools), TOOL_CASSETTE),
+    )
+
+
+class _Recorded:
+    def __init__(self, session: dict[str, Any]) -> None:
+        self.session = session
+        self.turns: list[dict[str, Any]] = []
+        self.seen: list[tuple[SeenTurn, DrivenTurn]] = []
+        self.recorder = Recorder()
+
+
+async def _record_session(
+    driver: AgentDriver,
+    request: SessionRequest,
+    agent: AgentSpec,
+    spec: str,
+    domain: str,
+    seed: int,
+    endpoint: EndpointSettings | None,
+) -> _Recorded:
+    chosen_seed = request.seed if request.seed is not None else seed
+    chosen_model = request.model or spec
+    source = model_from_spec(
+        chosen_model, domain=get_domain(domain), seed=chosen_seed, endpoint=endpoint
+    )
+    recorded = _Recorded(
+        {
+            SESSION_ID: request.session_id,
+            "user_id": request.user_id,
+            "variant": agent.label,
+            "model": chosen_model,
+            "domain": domain,
+            "seed": chosen_seed,
+            "source": SOURCE,
+            "metadata": json.dumps(
+                {"domain": domain, "agent": {"spec": agent.spec, **agent.settings()}},
+                sort_keys=True,
+            ),
+        }
+    )
+    history: list[Message] = []
+    state: Any = None
+    for index, text in enumerate(request.requests):
+        recorded.recorder.begin_turn(request.session_id, index)
+        turn = TurnInput(
+            session_id=request.session_id, turn_index=index, request=text,
+            history=tuple(messages_to_wire(history)), user_id=request.user_id, state=state,
+        )  # fmt: skip
+        driven = await driver.run(turn, RecordingModel(source, recorded.recorder))
+        seen, messages = _seen(turn, driven, agent, history)
+        rubric = request.rubrics[index] if index < len(request.rubrics) else None
+        recorded.turns.append(_turn_row(turn, seen, messages, rubric))
+        recorded.seen.append((seen, driven))
+        history.extend(messages)
+        state = driven.output.state if driven.output is not None else state
+    return recorded
+
+
+def _seen(
+    turn: TurnInput, driven: DrivenTurn, agent: AgentSpec, history: Sequence[Message]
+) -> tuple[SeenTurn, list[Message]]:
+    answer = driven.output.answer if driven.output is not None else ""
+    seen = SeenTurn(
+        session_id=turn.session_id, turn_index=turn.turn_index, request=turn.request,
+        answer=answer, stop_reason=driven.stop_reason, detail=driven.detail, calls=driven.calls,
+        start_ns=driven.start_ns, end_ns=driven.end_ns, agent=agent.label,
+    )  # fmt: skip
+    given = driven.output.messages if driven.output is not None else None
+    if given is not None:
+        messages = list(messages_from_wire(list(given)))
+    else:
+        messages = turn_messages(history, driven.calls, turn.request, answer)
+    return seen, messages
+
+
+def _turn_row(
+    turn: TurnInput, seen: SeenTurn, messages: Sequence[Message], rubric: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        SESSION_ID: turn.session_id,
+        TURN_INDEX: turn.turn_index,
+        "request": turn.request,
+        "rubric": json.dumps(rubric, sort_keys=True) if rubric is not None else None,
+        "plan_before": None,
+        "features_before": json.dumps({STATE_KEY: turn.state}, sort_keys=True),
+        "memory_before": None,
+        "messages": json.dumps([message_to_dict(m) for m in messages], ensure_ascii=False),
+        "steps": json.dumps(turn_steps(seen), ensure_ascii=False),
+        STOP_REASON: seen.stop_reason,
+        "answer": seen.answer,
+    }
+
+
+def recorded_agent(session_row: dict[str, Any]) -> AgentSpec | None:
+    """The agent a session was recorded with (None: recorded from the reference agent)."""
+    if session_row.get("source") != SOURCE:
+        return None
+    settings = dict(json.loads(session_row.get("metadata") or "{}").get("agent") or {})
+    spec = settings.pop("spec", None)
+    return AgentSpec.of(spec, settings) if isinstance(spec, str) else None
+
+
+async def replay_agent_turn(
+    dataset: GoldenDataset,
+    session_id: str,
+    turn_index: int,
+    *,
+    driver: AgentDriver,
+    model: str = "cassette",
+    seed: int | None = None,
+    endpoint: EndpointSettings | None = None,
+) -> ReplayResult:
+    """Replay one turn through `driver`'s agent; a failure is in `error`, never raised."""
+    session_row = dataset.session(session_id)
+    turn_row = dataset.turn(session_id, turn_index)
+    history = [
+        message_from_dict(m)
+        for index in range(turn_index)
+        for m in json.loads(dataset.turn(session_id, index)["messages"])
+    ]
+    state = json.loads(turn_row["features_before"] or "{}").get(STATE_KEY)
+    calls_before = sum(len(getattr(m, "tool_calls", ())) for m in history)
+    served = _model(dataset, session_row, turn_index, model, seed, endpoint, calls_before)
+    turn = TurnInput(
+        session_id=session_id, turn_index=turn_index, request=turn_row["request"],
+        history=tuple(messages_to_wire(history)), user_id=session_row["user_id"], state=state,
+    )  # fmt: skip
+    driven = await driver.run(turn, served)
+    await driver.settle(driven)
+    seen, _ = _seen(turn, driven, driver.agent, history)
+    recorded, replayed = json.loads(turn_row["steps"]), turn_steps(seen)
+    cassette = served if isinstance(served, CassetteModel) else None
+    error = cassette.failure if cassette is not None else None
+    if error is None and driven.stop_reason in ERROR_STOP_REASONS:
+        error = f"the model failed: {driven.detail}"
+    return ReplayResult(
+        session_id=session_id, turn_index=turn_index, variant=driver.agent.label, model=model,
+        recorded=recorded, replayed=replayed, divergence=first_divergence(recorded, replayed),
+        result=None, table=turn_table(seen, driven.spans()), stop_reason=driven.stop_reason,
+        drift=list(cassette.drift) if cassette is not None else [], error=error,
+    )  # fmt: skip
+
+
+def _model(
+    dataset: GoldenDataset,
+    session_row: dict[str, Any],
+    turn_index: int,
+    spec: str,
+    seed: int | None,
+    endpoint: EndpointSettings | None,
+    calls_before: int = 0,
+) -> Model:
+    if spec in CASSETTE_MODELS:
+        exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
+        return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
+    chosen = seed if seed is not None else session_row.get("seed") or 0
+    domain = get_domain(session_row.get("domain") or "support")
+    return model_from_spec(
+        spec, domain=domain, seed=chosen, endpoint=endpoint, ids_after=calls_before
+    )

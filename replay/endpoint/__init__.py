@@ -1,0 +1,24 @@
+"""A local OpenAI-compatible model endpoint, so that an agent in any framework can be recorded.
+
+An agent that speaks the chat-completions API (the OpenAI Agents SDK, pydantic-ai, a plain
+`openai` client script, any language) needs no code change: point its `OPENAI_BASE_URL` at a
+route of a `ModelEndpoint`, and a plangate `Model` answers it (a simulated model, a cassette, a
+recording model in front of a real endpoint), while the route keeps every exchange. Point its
+`OTEL_EXPORTER_OTLP_ENDPOINT` at the route's `otlp_endpoint`, and the route keeps the spans it
+exports too (OTLP/HTTP, protobuf or JSON), as records `rows_from_spans` makes trace rows of.
+
+- `_server`: `ModelEndpoint`, the HTTP server on 127.0.0.1 and the private event loop every
+  model call runs on;
+- `_route`: `Route` (one model at its own base URL, its exchanges and spans) and `ObservedCall`
+  (one exchange);
+- `_exchange`: reading a request and writing its answer (JSON or server-sent events);
+- `_otlp`: the OTLP/HTTP trace receiver (`POST /r/{key}/v1/traces`).
+
+Only the chat-completions API is served (`/chat/completions`, `/models`), not the Responses API;
+only traces over OTLP, over HTTP (not gRPC).
+"""
+
+from plangate.replay.endpoint._route import ObservedCall, Route
+from plangate.replay.endpoint._server import EndpointError, ModelEndpoint
+
+__all__ = ["EndpointError", "ModelEndpoint", "ObservedCall", "Route"]
