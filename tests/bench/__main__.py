@@ -21,6 +21,7 @@ from tests.bench import (
     bench_loop,
     bench_receiver,
     bench_redact,
+    bench_replay,
 )
 from tests.bench.bench_loop import Result
 
@@ -121,6 +122,7 @@ def write(
     redaction: list[bench_redact.RedactTiming] | None = None,
     endpoint: list[bench_endpoint.EndpointTiming] | None = None,
     receiver: list[bench_receiver.ReceiverTiming] | None = None,
+    replays: list[bench_replay.Throughput] | None = None,
 ) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -142,6 +144,7 @@ def write(
         "redaction": [r.as_dict() for r in redaction or []],
         "endpoint": [r.as_dict(endpoint[0]) for r in endpoint] if endpoint else [],
         "otlp_receiver": [r.as_dict() for r in receiver or []],
+        "replay_turns_per_second": {r.name: round(r.per_second, 2) for r in replays or []},
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -182,6 +185,8 @@ def main() -> None:
     console.print(bench_endpoint.table(endpoint))
     receiver = bench_receiver.run_all()
     console.print(bench_receiver.table(receiver))
+    replays = asyncio.run(bench_replay.measure())
+    console.print(bench_replay.table(replays))
     write(
         results,
         pydantic_ai,
@@ -192,6 +197,7 @@ def main() -> None:
         redaction,
         endpoint,
         receiver,
+        replays,
     )
     console.print(f"written to {OUT}")
 
