@@ -22,9 +22,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from plangate.harness import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from plangate.harness import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+    canonical_json,
+    message_to_dict,
+)
+from plangate.harness import semconv as sc
 from plangate.replay._openinference import SpanRecord, rows_from_spans
 from plangate.replay.schema import (
+    ATTRIBUTES,
     END_TIME,
     INPUT_VALUE,
     ITERATION,
@@ -104,9 +114,14 @@ def turn_messages(
 
 
 def turn_steps(turn: SeenTurn) -> list[str]:
-    """The turn's trajectory as comparable steps: each tool call the model asked for, the stop."""
+    """The turn's trajectory as comparable steps, in the reference agent's words.
+
+    Each tool call the model asked for, then the stop. A call is `-> ok`: the wire does not say
+    how a tool went, only that the model asked for it (a golden built from these turns' trace
+    table with `dataset from-traces` computes the same steps).
+    """
     out = [
-        f"call {c.name} {canonical_arguments(c.arguments)}"
+        f"call {c.name} {canonical_arguments(c.arguments)} -> ok"
         for call in turn.calls
         if call.response is not None
         for c in call.response.message.tool_calls
@@ -199,6 +214,8 @@ def _llm_row(base: dict[str, Any], root: str, iteration: int, call: Any) -> dict
     response = call.response
     return {
         **base,
+        INPUT_VALUE: canonical_json({"messages": [message_to_dict(m) for m in call.messages]}),
+        ATTRIBUTES: _llm_attributes(call),
         SPAN_ID: _hex(f"{base[TRACE_ID]}:llm:{iteration}", 16),
         PARENT_SPAN_ID: root,
         SPAN_KIND: "LLM",
@@ -213,6 +230,31 @@ def _llm_row(base: dict[str, Any], root: str, iteration: int, call: Any) -> dict
         TOKENS_COMPLETION: response.usage.completion_tokens if response is not None else None,
         OUTPUT_VALUE: response.message.content if response is not None else None,
     }
+
+
+def _llm_attributes(call: Any) -> str:
+    """The offered tools and the answer, under OpenInference's names.
+
+    `llm.tools.N…` and `llm.output_messages.0…`: what `dataset from-traces` rebuilds a
+    cassette from.
+    """
+    attributes: dict[str, Any] = {
+        f"{sc.LLM_TOOLS}.{i}.{sc.TOOL_JSON_SCHEMA}": canonical_json(
+            {"type": "function", "function": {"name": t.name, "parameters": t.parameters}}
+        )
+        for i, t in enumerate(call.tools)
+    }
+    if call.response is not None:
+        message = call.response.message
+        answer = f"{sc.LLM_OUTPUT_MESSAGES}.0"
+        attributes[f"{answer}.{sc.MESSAGE_ROLE}"] = "assistant"
+        attributes[f"{answer}.{sc.MESSAGE_CONTENT}"] = message.content
+        for i, c in enumerate(message.tool_calls):
+            at = f"{answer}.{sc.MESSAGE_TOOL_CALLS}.{i}"
+            attributes[f"{at}.{sc.TOOL_CALL_ID}"] = c.id
+            attributes[f"{at}.{sc.TOOL_CALL_FUNCTION_NAME}"] = c.name
+            attributes[f"{at}.{sc.TOOL_CALL_FUNCTION_ARGUMENTS}"] = c.arguments
+    return canonical_json(attributes)
 
 
 def _results(calls: Sequence[Any]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plangate.evaluators import evaluate
-from plangate.replay import SessionRequest, read_dataset, write_dataset
+from plangate.replay import SessionRequest, dataset_from_traces, read_dataset, write_dataset
 from plangate.replay.agents import (
     AgentDriver,
     AgentError,
@@ -53,10 +53,10 @@ async def test_a_python_agent_is_recorded_with_its_calls_results_and_state(tmp_p
         (f"s{i}", k, "finished") for i in range(3) for k in (0, 1)
     ]
     assert json.loads(turns[0]["steps"]) == [
-        'call track_shipment {"order_id":"O-7003"}',
+        'call track_shipment {"order_id":"O-7003"} -> ok',
         "stop finished",
     ]
-    assert json.loads(turns[1]["steps"]) == ["call get_refund_policy {}", "stop finished"]
+    assert json.loads(turns[1]["steps"]) == ["call get_refund_policy {} -> ok", "stop finished"]
     # The agent's own state, as it was before each turn.
     assert [json.loads(t["features_before"]) for t in turns[:2]] == [
         {"agent_state": None},
@@ -223,3 +223,25 @@ async def test_a_replayed_turns_model_goes_on_with_the_sessions_call_ids(tmp_pat
     assert result.table is not None
     replayed = [r["tool_call_id"] for r in result.table.to_pylist() if r["span_kind"] == "TOOL"]
     assert replayed == recorded == ["call_2"]
+
+
+async def test_a_golden_built_from_an_agents_traces_replays_through_the_agent(
+    tmp_path: Path,
+) -> None:
+    # The trace table of a recording (what the endpoint saw: requests, answers, offered tools in
+    # OpenInference's names), turned into a golden the way production traces are.
+    recorded = await record(AgentSpec.of(AGENT), REQUESTS[:2])
+    golden = dataset_from_traces(recorded.spans, name="from-traces")
+    folder = write_dataset(golden, tmp_path / "from-traces")
+    dataset = read_dataset(folder)
+    assert recorded_agent(dataset.session("s0")) is None  # nothing says which agent it was
+    assert [json.loads(t["steps"]) for t in dataset.turns.to_pylist()] == [
+        json.loads(t["steps"]) for t in recorded.turns.to_pylist()
+    ]
+    async with AgentDriver(AgentSpec.of(AGENT)) as driver:
+        results = [
+            await replay_agent_turn(dataset, s, k, driver=driver)
+            for s in ("s0", "s1")
+            for k in (0, 1)
+        ]
+    assert [(r.error, r.divergence) for r in results] == [(None, None)] * 4
