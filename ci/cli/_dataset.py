@@ -172,8 +172,9 @@ async def _replay_all(
             async with gate:
                 if agent is not None:  # a team's agent, behind the agent boundary
                     result = await replay_agent_turn(
-                        dataset, session, turn, driver=drivers[agent.label], model=args.model
-                    )
+                        dataset, session, turn, driver=drivers[agent.label], model=args.model,
+                        tools=args.tools,
+                    )  # fmt: skip
                 else:
                     result = await replay_turn(
                         dataset, session, turn, variant=args.variant, model=args.model,

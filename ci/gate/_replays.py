@@ -80,7 +80,7 @@ async def replay_scores(
             if driver is not None:  # a team's agent, behind the agent boundary
                 result = await replay_agent_turn(
                     datasets[name], session_id, turn_index, driver=driver, model=side.model,
-                    seed=seed, endpoint=gate.endpoint,
+                    seed=seed, endpoint=gate.endpoint, tools=side.tools,  # type: ignore[arg-type]
                 )  # fmt: skip
             else:
                 result = await replay_turn(

@@ -5,7 +5,9 @@
 - `_runners`: the three ways to plug in (`python:`, `command:`, `http:`);
 - `_driver`: runs an agent's turns behind plangate's local model endpoint, one route a slot;
 - `_observed`: a turn as the endpoint saw it (its messages, steps, trace-table rows);
-- `_golden`: recording an agent's sessions as a golden dataset, and replaying its turns.
+- `_golden`: recording an agent's sessions as a golden dataset, and replaying its turns;
+- `_hermetic`: `hermetic`, a wrapper that makes a Python agent's function tools recorded and
+  replayed from the cassette.
 
 Imports `plangate.harness`, the rest of `plangate.replay` and its endpoint.
 """
@@ -13,6 +15,7 @@ Imports `plangate.harness`, the rest of `plangate.replay` and its endpoint.
 from plangate.replay.agents._boundary import (
     AGENT_KINDS,
     LOCAL_API_KEY,
+    TOOLS_URL_ENV,
     AgentError,
     AgentFailed,
     AgentRunner,
@@ -22,19 +25,24 @@ from plangate.replay.agents._boundary import (
 )
 from plangate.replay.agents._driver import AgentDriver, DrivenTurn
 from plangate.replay.agents._golden import record_agent, recorded_agent, replay_agent_turn
+from plangate.replay.agents._hermetic import HermeticError, ReplayedToolError, hermetic
 from plangate.replay.agents._runners import runner_for
 
 __all__ = [
     "AGENT_KINDS",
     "LOCAL_API_KEY",
+    "TOOLS_URL_ENV",
     "AgentDriver",
     "AgentError",
     "AgentFailed",
     "AgentRunner",
     "AgentSpec",
     "DrivenTurn",
+    "HermeticError",
+    "ReplayedToolError",
     "TurnInput",
     "TurnOutput",
+    "hermetic",
     "record_agent",
     "recorded_agent",
     "replay_agent_turn",

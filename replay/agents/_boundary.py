@@ -28,6 +28,8 @@ AgentKind = Literal["python", "command", "http"]
 AGENT_KINDS: tuple[AgentKind, ...] = ("python", "command", "http")
 LOCAL_API_KEY = "plangate-local"
 """The API key an agent is given for plangate's local model endpoint (any text works)."""
+TOOLS_URL_ENV = "PLANGATE_TOOLS_URL"
+"""The environment variable that gives a `command:` agent its route's tools URL (`hermetic`)."""
 
 
 class AgentError(PlangateError):
@@ -65,7 +67,8 @@ class TurnInput:
     model_name: str = ""
     """The model to ask for."""
     tools_url: str | None = None
-    """Where recorded and replayed tools are served (None: the agent runs its tools itself)."""
+    """Where the agent's `hermetic` tools ask to be recorded or replayed, `{url}/r/{key}/tools`
+    (None: the agent runs its tools itself)."""
     otlp_endpoint: str | None = None
     """Where to export the turn's OpenTelemetry spans over OTLP/HTTP (the exporter appends
     `/v1/traces`); an in-process agent flushes them before it returns the turn."""

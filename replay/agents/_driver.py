@@ -7,7 +7,9 @@ simulated model), so concurrent turns are kept apart by their route, never by ti
 `command:` agent is started once per slot with `OPENAI_BASE_URL` pointing at the slot's route;
 `python:` and `http:` agents get the route in the turn's `model_base_url`. The same route takes
 the agent's spans over OTLP/HTTP (`OTEL_EXPORTER_OTLP_ENDPOINT`, or the turn's
-`otlp_endpoint`); a turn's spans are those that started during it.
+`otlp_endpoint`); a turn's spans are those that started during it. It also answers the agent's
+wrapped tools (`hermetic`, at `PLANGATE_TOOLS_URL` or the turn's `tools_url`) from the turn's
+tool source: a recorder, the turn's recorded results, or none (the tools run as they are).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plangate.harness import Message, ModelError, ModelResponse, ToolDefinition
+from plangate.harness import Message, ModelError, ModelResponse, ToolDefinition, ToolSourceError
 from plangate.harness.models import Model
+from plangate.replay._cassette import Recorder, ToolRecord
 from plangate.replay._openinference import SpanRecord
 from plangate.replay.agents._boundary import (
     LOCAL_API_KEY,
+    TOOLS_URL_ENV,
     AgentFailed,
     AgentRunner,
     AgentSpec,
@@ -31,7 +35,19 @@ from plangate.replay.agents._boundary import (
     TurnOutput,
 )
 from plangate.replay.agents._runners import runner_for
-from plangate.replay.endpoint import ModelEndpoint, Route
+from plangate.replay.endpoint import (
+    CassetteTools,
+    LiveTools,
+    ModelEndpoint,
+    RecordingTools,
+    Route,
+    ToolAnswer,
+    ToolProvider,
+)
+
+Tools = Recorder | Sequence[ToolRecord] | None
+"""A turn's tool source: a recorder (record), the turn's recorded results (replay from the
+cassette), or None (the agent's tools run as they are, recording nothing)."""
 
 
 @dataclass(slots=True)
@@ -50,9 +66,30 @@ class _Switch:
 
 
 @dataclass(slots=True)
+class _ToolSwitch:
+    """What answers a slot's tool calls: the current turn's tool source."""
+
+    current: ToolProvider | None = None
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolAnswer:
+        return self._running().call(name, arguments)
+
+    def result(
+        self, name: str, arguments: dict[str, Any], status: str, result: str, error_type: str
+    ) -> None:
+        self._running().result(name, arguments, status, result, error_type)
+
+    def _running(self) -> ToolProvider:
+        if self.current is None:
+            raise ToolSourceError("no turn is running on this route: a call after the turn ended")
+        return self.current
+
+
+@dataclass(slots=True)
 class _Slot:
     route: Route
     switch: _Switch
+    tools: _ToolSwitch
     runner: AgentRunner
 
 
@@ -92,20 +129,31 @@ class AgentDriver:
         self.agent.kind  # noqa: B018 - a bad spec is reported before anything starts
         self.endpoint = ModelEndpoint().start()
 
-    async def run(self, turn: TurnInput, model: Model) -> DrivenTurn:
-        """Run `turn` with `model` behind its route; never raises for the agent's own failure."""
+    async def run(self, turn: TurnInput, model: Model, tools: Tools = None) -> DrivenTurn:
+        """Run `turn` with `model` behind its route; never raises for the agent's own failure.
+
+        Args:
+            turn: The turn (its endpoint fields are filled in here).
+            model: What the route's model endpoint serves during the turn.
+            tools: What answers the agent's wrapped tools: a `Recorder` (they run, and their
+                results are recorded into it), the turn's `ToolRecord`s (they are answered
+                from the cassette and never run), or None (they run, nothing is recorded; the
+                turn's `tools_url` is None).
+        """
         slot = await self._take()
         slot.switch.current = model
+        slot.tools.current = _provider(tools)
         first = len(slot.route.calls)
         start = time.time_ns()
         output: TurnOutput | None = None
         failure = ""
         try:
-            output = await slot.runner.run_turn(self._routed(turn, slot.route, model))
+            routed = self._routed(turn, slot.route, model, served=tools is not None)
+            output = await slot.runner.run_turn(routed)
         except AgentFailed as exc:
             failure = str(exc)
         finally:
-            slot.switch.current = None
+            slot.switch.current = slot.tools.current = None
             assert self._free is not None
             self._free.put_nowait(slot)
         end = time.time_ns()
@@ -116,10 +164,11 @@ class AgentDriver:
             end_ns=end, route=slot.route,
         )  # fmt: skip
 
-    def _routed(self, turn: TurnInput, route: Route, model: Model) -> TurnInput:
+    def _routed(self, turn: TurnInput, route: Route, model: Model, *, served: bool) -> TurnInput:
         return dataclasses.replace(
             turn,
             model_base_url=route.base_url,
+            tools_url=route.tools_url if served else None,
             otlp_endpoint=route.otlp_endpoint,
             model_api_key=LOCAL_API_KEY,
             model_name=turn.model_name or getattr(model, "name", "plangate"),
@@ -133,9 +182,10 @@ class AgentDriver:
         return await self._free.get()
 
     def _new_slot(self) -> _Slot:
-        switch = _Switch()
-        route = self.endpoint.open_route(switch)
+        switch, tools = _Switch(), _ToolSwitch()
+        route = self.endpoint.open_route(switch, tools=tools)
         env = {
+            TOOLS_URL_ENV: route.tools_url,
             "OPENAI_BASE_URL": route.base_url,
             "OPENAI_API_KEY": LOCAL_API_KEY,
             "OTEL_EXPORTER_OTLP_ENDPOINT": route.otlp_endpoint,
@@ -143,7 +193,7 @@ class AgentDriver:
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms: a turn's spans arrive soon after it
         }
-        slot = _Slot(route=route, switch=switch, runner=runner_for(self.agent, env))
+        slot = _Slot(route=route, switch=switch, tools=tools, runner=runner_for(self.agent, env))
         self._slots.append(slot)
         return slot
 
@@ -170,6 +220,14 @@ class AgentDriver:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _provider(tools: Tools) -> ToolProvider:
+    if tools is None:
+        return LiveTools()
+    if isinstance(tools, Recorder):
+        return RecordingTools(tools)
+    return CassetteTools(tuple(tools))
 
 
 def _stop(output: TurnOutput | None, failure: str, calls: Sequence[Any]) -> tuple[str, str]:

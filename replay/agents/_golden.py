@@ -5,7 +5,8 @@ endpoint and keeps them as a golden dataset in the same format as the reference 
 model exchange in the cassette, the turns with their requests, messages and steps, and a trace
 table built from what the endpoint saw. `replay_agent_turn` restores a turn's conversation and
 the agent's own state, serves the model from the cassette (strict or lenient) or a simulated
-model, and says where the new trajectory diverged.
+model, and says where the new trajectory diverged. The agent's `hermetic` tools are recorded
+into the golden's tool cassette, and answered from it on replay (or run live).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from plangate.harness import (
     EndpointSettings,
@@ -156,7 +157,8 @@ async def _record_session(
             session_id=request.session_id, turn_index=index, request=text,
             history=tuple(messages_to_wire(history)), user_id=request.user_id, state=state,
         )  # fmt: skip
-        driven = await driver.run(turn, RecordingModel(source, recorded.recorder))
+        recorder = recorded.recorder
+        driven = await driver.run(turn, RecordingModel(source, recorder), tools=recorder)
         seen, messages = _seen(turn, driven, agent, history)
         rubric = request.rubrics[index] if index < len(request.rubrics) else None
         recorded.turns.append(_turn_row(turn, seen, messages, rubric))
@@ -219,8 +221,13 @@ async def replay_agent_turn(
     model: str = "cassette",
     seed: int | None = None,
     endpoint: EndpointSettings | None = None,
+    tools: Literal["cassette", "live"] = "cassette",
 ) -> ReplayResult:
-    """Replay one turn through `driver`'s agent; a failure is in `error`, never raised."""
+    """Replay one turn through `driver`'s agent; a failure is in `error`, never raised.
+
+    `tools`: `cassette` answers the agent's `hermetic` tools from the turn's recorded results
+    (an unrecorded call gets a "Not recorded" result), `live` lets them run.
+    """
     session_row = dataset.session(session_id)
     turn_row = dataset.turn(session_id, turn_index)
     history = [
@@ -235,7 +242,8 @@ async def replay_agent_turn(
         session_id=session_id, turn_index=turn_index, request=turn_row["request"],
         history=tuple(messages_to_wire(history)), user_id=session_row["user_id"], state=state,
     )  # fmt: skip
-    driven = await driver.run(turn, served)
+    records = dataset.tool_records(session_id, turn_index) if tools == "cassette" else None
+    driven = await driver.run(turn, served, tools=records)
     await driver.settle(driven)
     seen, _ = _seen(turn, driven, driver.agent, history)
     recorded, replayed = json.loads(turn_row["steps"]), turn_steps(seen)

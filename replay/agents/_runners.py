@@ -30,6 +30,7 @@ from plangate.replay.agents._boundary import (
     TurnInput,
     TurnOutput,
 )
+from plangate.replay.agents._hermetic import TURN_TOOLS_URL
 
 TURN_SECONDS = 600.0
 """The longest one turn of a `command:` or `http:` agent may take before it counts as failed."""
@@ -61,11 +62,14 @@ class PythonRunner:
         self.turn = _load(agent)
 
     async def run_turn(self, turn: TurnInput) -> TurnOutput:
-        """Call the agent's turn function."""
+        """Call the agent's turn function; its `hermetic` tools find the turn's `tools_url`."""
+        token = TURN_TOOLS_URL.set(turn.tools_url)
         try:
             value = await self.turn(turn)
         except Exception as exc:  # the agent's own failure: the turn's outcome, not a crash
             raise AgentFailed(f"{self.agent.spec}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            TURN_TOOLS_URL.reset(token)
         return TurnOutput.of(value, self.agent.spec)
 
     async def aclose(self) -> None:

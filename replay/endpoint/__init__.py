@@ -12,7 +12,9 @@ exports too (OTLP/HTTP, protobuf or JSON), as records `rows_from_spans` makes tr
 - `_route`: `Route` (one model at its own base URL, its exchanges and spans) and `ObservedCall`
   (one exchange);
 - `_exchange`: reading a request and writing its answer (JSON or server-sent events);
-- `_otlp`: the OTLP/HTTP trace receiver (`POST /r/{key}/v1/traces`).
+- `_otlp`: the OTLP/HTTP trace receiver (`POST /r/{key}/v1/traces`);
+- `_tools`: the tool routes (`POST /r/{key}/tools/NAME`), where an agent's wrapped tools are
+  recorded or answered from the cassette (`RecordingTools`, `CassetteTools`, `LiveTools`).
 
 Only the chat-completions API is served (`/chat/completions`, `/models`), not the Responses API;
 only traces over OTLP, over HTTP (not gRPC).
@@ -20,5 +22,22 @@ only traces over OTLP, over HTTP (not gRPC).
 
 from plangate.replay.endpoint._route import ObservedCall, Route
 from plangate.replay.endpoint._server import EndpointError, ModelEndpoint
+from plangate.replay.endpoint._tools import (
+    CassetteTools,
+    LiveTools,
+    RecordingTools,
+    ToolAnswer,
+    ToolProvider,
+)
 
-__all__ = ["EndpointError", "ModelEndpoint", "ObservedCall", "Route"]
+__all__ = [
+    "CassetteTools",
+    "EndpointError",
+    "LiveTools",
+    "ModelEndpoint",
+    "ObservedCall",
+    "RecordingTools",
+    "Route",
+    "ToolAnswer",
+    "ToolProvider",
+]

@@ -77,6 +77,15 @@ class Route:
         """
         return self.base_url.removesuffix("/v1")
 
+    @property
+    def tools_url(self) -> str:
+        """`{endpoint url}/r/{key}/tools`: where wrapped tools ask (`PLANGATE_TOOLS_URL`).
+
+        A call is `POST {tools_url}/NAME` with its arguments; a result to record is posted to
+        `{tools_url}/NAME/result` (see `plangate.replay.agents.hermetic`).
+        """
+        return f"{self.otlp_endpoint}/tools"
+
     def spans_between(self, start_ns: int, end_ns: int) -> list[SpanRecord]:
         """The spans that started in [start_ns, end_ns], whenever they arrived.
 

@@ -44,6 +44,7 @@ from plangate.replay.endpoint._exchange import (
 )
 from plangate.replay.endpoint._otlp import TRACES_PATH, traces_reply
 from plangate.replay.endpoint._route import ObservedCall, Route
+from plangate.replay.endpoint._tools import TOOLS_PATH, ToolProvider, tools_reply
 
 _log = logging.getLogger("plangate.endpoint")
 
@@ -67,6 +68,7 @@ class _Open:
     route: Route
     model: Model
     model_name: str
+    tools: ToolProvider | None = None
 
 
 class ModelEndpoint:
@@ -166,20 +168,25 @@ class ModelEndpoint:
         host, port = self._running().server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def open_route(self, model: Model, *, model_name: str | None = None) -> Route:
+    def open_route(
+        self, model: Model, *, model_name: str | None = None, tools: ToolProvider | None = None
+    ) -> Route:
         """Serve `model` at a new route.
 
         Args:
             model: The model that answers the route's requests.
             model_name: The name `GET /models` lists and an answer names when the model's
                 response names none (default: `model.name`).
+            tools: What answers the route's tool calls (`POST /r/{key}/tools/NAME`, see
+                `_tools`); None: the route serves no tools.
 
         Raises:
             EndpointError: The endpoint is not running.
         """
         key = secrets.token_urlsafe(12)
         route = Route(key=key, base_url=f"{self.url}/r/{key}/v1")
-        self._routes[key] = _Open(route, model, model.name if model_name is None else model_name)
+        name = model.name if model_name is None else model_name
+        self._routes[key] = _Open(route, model, name, tools)
         return route
 
     def close_route(self, route: Route) -> None:
@@ -202,6 +209,9 @@ class ModelEndpoint:
             found_traces = self._routes.get(key) if r == "r" else None
             route = None if found_traces is None else found_traces.route
             return traces_reply(route, key, body, content_type=content_type, encoding=encoding)
+        open_ = self._routes.get(key) if r == "r" else None
+        if open_ is not None and rest.startswith(f"{TOOLS_PATH}/"):
+            return tools_reply(open_.tools, key, rest, body)
         found = self._find(path, CHAT_PATH, "POST")
         if isinstance(found, Reply):
             return found

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from plangate.evaluators import evaluate
-from plangate.replay import SessionRequest, dataset_from_traces, read_dataset, write_dataset
+from plangate.replay import (
+    DatasetError,
+    SessionRequest,
+    dataset_from_traces,
+    read_dataset,
+    write_dataset,
+)
 from plangate.replay.agents import (
     AgentDriver,
     AgentError,
@@ -245,3 +251,20 @@ async def test_a_golden_built_from_an_agents_traces_replays_through_the_agent(
             for k in (0, 1)
         ]
     assert [(r.error, r.divergence) for r in results] == [(None, None)] * 4
+
+
+async def test_a_dead_model_behind_the_endpoint_is_a_model_error_not_a_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANGATE_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens
+    monkeypatch.setenv("PLANGATE_OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("PLANGATE_MODEL_RETRIES", "0")
+    dead = [
+        SessionRequest(session_id="dead", requests=("Where is order O-7003?",), model="openai:m")
+    ]
+    with pytest.raises(DatasetError, match="1 of 1 recorded turns ended in model_error"):
+        await record(AgentSpec.of(AGENT), dead)
+    dataset = await record(AgentSpec.of(AGENT), dead, allow_errors=True)
+    assert [t["stop_reason"] for t in dataset.turns.to_pylist()] == ["model_error"]
+    scores = evaluate(dataset.spans, names=["task_completion", "tool_call_loops"]).to_pylist()
+    assert {s["outcome"] for s in scores} == {"error"}
