@@ -58,6 +58,7 @@ from plangate.harness._turn import (
     StopReason,
     ToolCallRecord,
     TurnResult,
+    infrastructure_failure,
 )
 from plangate.harness._variant import Variant, builtin_variants, load_variant, parse_variant
 from plangate.harness.domains import Domain, domain_names, get_domain
@@ -130,6 +131,7 @@ __all__ = [
     "check_output",
     "domain_names",
     "get_domain",
+    "infrastructure_failure",
     "json_problem",
     "load_variant",
     "message_from_dict",

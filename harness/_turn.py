@@ -44,6 +44,15 @@ ERROR_STOP_REASONS: frozenset[StopReason] = frozenset({"model_error", "tool_erro
 """Stop reasons that are infrastructure failures, not something the agent did: the model
 endpoint kept failing (`model_error`), or what serves the tools failed (`tool_error`)."""
 
+
+def infrastructure_failure(stop_reason: str, detail: str) -> str | None:
+    """`the model failed: …` or `the tools failed: …` for an infrastructure stop, else None."""
+    if stop_reason not in ERROR_STOP_REASONS:
+        return None
+    what = "model" if stop_reason == "model_error" else "tools"
+    return f"the {what} failed: {detail}"
+
+
 EventKind = Literal[
     "plan_updated",
     "planning_skipped",

@@ -283,18 +283,34 @@ def _short(value: Any, limit: int = 80) -> str:
 NOT_RECORDED = "Not recorded: the cassette has no result for {name}({arguments}) in this turn."
 
 
+class RecordedResults:
+    """A turn's recorded tool results, served again.
+
+    Identical calls (same name, same canonical arguments) get their results in the recorded
+    order, each once; a call with none left gets the `NOT_RECORDED` text.
+    """
+
+    def __init__(self, records: Sequence[ToolRecord]) -> None:
+        self._queues: dict[tuple[str, str], deque[ToolRecord]] = defaultdict(deque)
+        for record in sorted(records, key=lambda r: r.position):
+            self._queues[(record.tool_name, record.tool_args)].append(record)
+
+    def next(self, name: str, arguments: Any) -> ToolRecord | str:
+        """The call's next recorded result, or the "not recorded" text when none is left."""
+        key = (name, canonical_arguments(arguments))
+        queue = self._queues[key]
+        return queue.popleft() if queue else NOT_RECORDED.format(name=name, arguments=key[1])
+
+
 def cassette_tools(definitions: Sequence[Tool], records: Sequence[ToolRecord]) -> list[Tool]:
     """Tools with the recorded definitions that answer from the turn's recorded results."""
-    queues: dict[tuple[str, str], deque[ToolRecord]] = defaultdict(deque)
-    for record in sorted(records, key=lambda r: r.position):
-        queues[(record.tool_name, record.tool_args)].append(record)
+    recorded = RecordedResults(records)
 
     def serving(tool: Tool) -> Tool:
         def serve(**arguments: Any) -> str:
-            key = (tool.name, canonical_arguments(arguments))
-            if not queues[key]:
-                return NOT_RECORDED.format(name=tool.name, arguments=key[1])
-            record = queues[key].popleft()
+            record = recorded.next(tool.name, arguments)
+            if isinstance(record, str):
+                return record
             if record.status == "error":
                 raise _replayed_error(record)
             return record.result

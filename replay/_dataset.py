@@ -138,6 +138,16 @@ class GoldenDataset:
             f"dataset {self.name!r} has no turn {turn_index} in session {session_id!r}"
         )
 
+    def history(self, session_id: str, turn_index: int) -> list[dict[str, Any]]:
+        """The messages of the session's turns before `turn_index`, in order (dict form)."""
+        rows = [
+            r
+            for r in self.turns.to_pylist()
+            if r[SESSION_ID] == session_id and r[TURN_INDEX] < turn_index
+        ]
+        rows.sort(key=lambda r: r[TURN_INDEX])
+        return [m for r in rows for m in json.loads(r["messages"])]
+
     def session(self, session_id: str) -> dict[str, Any]:
         """One session's row."""
         for row in self.sessions.to_pylist():

@@ -29,6 +29,7 @@ from plangate.harness import (
     Tool,
     TurnResult,
     get_domain,
+    infrastructure_failure,
     load_variant,
     model_from_spec,
     session_state,
@@ -37,7 +38,7 @@ from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
 from plangate.replay._dataset import DatasetError, GoldenDataset
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._record import steps
-from plangate.replay.schema import ERROR_STOP_REASONS, SESSION_ID
+from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 ToolSource = Literal["cassette", "live"]
 """Where a replayed turn's tool results come from."""
@@ -143,7 +144,11 @@ async def replay_turn(
     provider, exporter = (
         (tracer_provider, None) if tracer_provider else trace_table_provider(*extra)
     )
-    cassette = _model(dataset, session_row, turn_index, model, seed, endpoint)
+    history = dataset.history(session_id, turn_index)
+    cassette = turn_model(
+        dataset, session_row, turn_index, model, history,
+        domain=session_row["domain"], seed=seed, endpoint=endpoint,
+    )  # fmt: skip
     memory_dir = _memory_before(session_row, turn_row)
     agent = Agent(
         model=cassette,
@@ -156,7 +161,7 @@ async def replay_turn(
     session = agent.session(
         session_id, user_id=session_row["user_id"], metadata={"domain": session_row["domain"]}
     )
-    session.restore(_state_before(dataset, session_row, turn_index))
+    session.restore(_state_before(session_row, turn_row, history))
     base = {
         "session_id": session_id,
         "turn_index": turn_index,
@@ -173,10 +178,8 @@ async def replay_turn(
     served = cassette if isinstance(cassette, CassetteModel) else None
     table = exporter.table() if exporter is not None else None
     error = served.failure if served else None
-    if error is None and result.stop_reason in ERROR_STOP_REASONS:
-        # Never "identical": a golden recorded against a dead endpoint matches any other one.
-        what = "model" if result.stop_reason == "model_error" else "tools"
-        error = f"the {what} failed: {result.stop_detail}"
+    if error is None:  # never "identical": a dead endpoint's golden matches any dead endpoint
+        error = infrastructure_failure(result.stop_reason, result.stop_detail)
     return ReplayResult(
         **base,
         replayed=replayed,
@@ -188,25 +191,31 @@ async def replay_turn(
     )
 
 
-def _model(
+def turn_model(
     dataset: GoldenDataset,
     session_row: dict[str, Any],
     turn_index: int,
     spec: str,
+    history: Sequence[dict[str, Any]],
+    *,
+    domain: str,
     seed: int | None = None,
     endpoint: EndpointSettings | None = None,
 ) -> Model:
+    """The model a replayed turn is served by: the turn's cassette, or a model a spec names.
+
+    A simulated model works over `domain`'s tasks, with the session's seed unless `seed` is
+    given, and goes on with the session's tool-call ids after the calls in `history` (the
+    turn's messages before it), as the recording's one model per session did.
+    """
     if spec in CASSETTE_MODELS:
         exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
         return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
-    domain = get_domain(session_row["domain"])
     chosen = seed if seed is not None else session_row.get("seed") or 0
-    before = sum(
-        len(m.get("tool_calls") or ())
-        for index in range(turn_index)
-        for m in json.loads(dataset.turn(session_row[SESSION_ID], index)["messages"])
-    )  # a fresh model goes on with the session's call ids, as the recording's one model did
-    return model_from_spec(spec, domain=domain, seed=chosen, endpoint=endpoint, ids_after=before)
+    before = sum(len(m.get("tool_calls") or ()) for m in history)
+    return model_from_spec(
+        spec, domain=get_domain(domain), seed=chosen, endpoint=endpoint, ids_after=before
+    )
 
 
 def _tools(
@@ -255,20 +264,15 @@ def _memory_before(session_row: dict[str, Any], turn_row: dict[str, Any]) -> Pat
 
 
 def _state_before(
-    dataset: GoldenDataset, session_row: dict[str, Any], turn_index: int
+    session_row: dict[str, Any], turn_row: dict[str, Any], history: list[dict[str, Any]]
 ) -> SessionState:
-    """The session's saved state as it was before `turn_index`, in the harness's own layout."""
-    session_id = session_row[SESSION_ID]
-    history: list[dict[str, Any]] = []
-    for index in range(turn_index):
-        history.extend(json.loads(dataset.turn(session_id, index)["messages"]))
-    turn = dataset.turn(session_id, turn_index)
+    """The session's saved state as it was before the turn, in the harness's own layout."""
     return session_state(
-        session_id=session_id,
+        session_id=session_row[SESSION_ID],
         user_id=session_row["user_id"],
         metadata=json.loads(session_row.get("metadata") or "{}"),
-        turns=turn_index,
+        turns=turn_row[TURN_INDEX],
         history=history,
-        plan=json.loads(turn["plan_before"]) if turn["plan_before"] else None,
-        features=json.loads(turn["features_before"] or "{}"),
+        plan=json.loads(turn_row["plan_before"]) if turn_row["plan_before"] else None,
+        features=json.loads(turn_row["features_before"] or "{}"),
     )

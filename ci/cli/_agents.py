@@ -9,7 +9,7 @@ from pathlib import Path
 
 from plangate.ci.cli._flags import endpoint_flags
 from plangate.harness import PlangateError, read_text
-from plangate.replay import GoldenDataset, load_requests, redacted_count, write_dataset
+from plangate.replay import GoldenDataset, load_requests
 from plangate.replay.agents import AgentSpec, record_agent, recorded_agent
 
 
@@ -66,15 +66,6 @@ async def record_with_agent(args: argparse.Namespace, agent: AgentSpec) -> Golde
         redact=args.redact,
         allow_errors=args.allow_errors,
         endpoint=endpoint_flags(args),
-    )
-
-
-def write_recorded(dataset: GoldenDataset, output: str) -> str:
-    """Write a recorded dataset; the line that says what was written."""
-    target = write_dataset(dataset, output)
-    return (
-        f"{target}: {dataset.sessions.num_rows} sessions, {dataset.turns.num_rows} turns, "
-        f"{dataset.spans.num_rows} spans; {redacted_count(dataset)} secrets redacted"
     )
 
 

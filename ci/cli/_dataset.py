@@ -18,7 +18,6 @@ from plangate.ci.cli._agents import (
     agent_from_args,
     record_with_agent,
     session_agents,
-    write_recorded,
 )
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._printing import short
@@ -52,8 +51,7 @@ def record(args: argparse.Namespace) -> int:
     check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
     agent = agent_from_args(args)
     if agent is not None:
-        print(write_recorded(asyncio.run(record_with_agent(args, agent)), args.output))
-        return 0
+        return _write_recorded(asyncio.run(record_with_agent(args, agent)), args.output)
     if args.variant is None:
         raise PlangateError(
             "record needs --variant NAME (plangate's agent) or --agent SPEC (yours)"
@@ -77,7 +75,12 @@ def record(args: argparse.Namespace) -> int:
                 allow_errors=args.allow_errors,
             )
         )
-    target = write_dataset(dataset, args.output)
+    return _write_recorded(dataset, args.output)
+
+
+def _write_recorded(dataset: GoldenDataset, output: str) -> int:
+    """Write a recorded golden and say what was written (and how many secrets were redacted)."""
+    target = write_dataset(dataset, output)
     print(f"{_written(target, dataset)}; {redacted_count(dataset)} secrets redacted")
     return 0
 

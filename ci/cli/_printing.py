@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from plangate.harness import ERROR_STOP_REASONS, TurnResult
+from plangate.harness import TurnResult, infrastructure_failure
 
 EXIT_INFRASTRUCTURE_FAILED = 2
 """A turn whose model or tools failed for good (`model_error`, `tool_error`): nothing the
@@ -22,9 +22,9 @@ def report_turn(result: TurnResult, *, as_json: bool) -> int:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
         print_trajectory(result)
-    if result.stop_reason in ERROR_STOP_REASONS:
-        what = "model" if result.stop_reason == "model_error" else "tools"
-        print(f"plangate: error: the {what} failed: {result.stop_detail}", file=sys.stderr)
+    failure = infrastructure_failure(result.stop_reason, result.stop_detail)
+    if failure is not None:
+        print(f"plangate: error: {failure}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE_FAILED
     return 0
 

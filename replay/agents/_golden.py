@@ -20,11 +20,12 @@ from plangate.harness import (
     EndpointSettings,
     Message,
     get_domain,
+    infrastructure_failure,
     message_from_dict,
     message_to_dict,
     model_from_spec,
 )
-from plangate.harness.models import Model, messages_from_wire, messages_to_wire
+from plangate.harness.models import messages_from_wire, messages_to_wire
 from plangate.replay._cassette import CassetteModel, Recorder, RecordingModel
 from plangate.replay._dataset import (
     MODEL_CASSETTE,
@@ -42,12 +43,11 @@ from plangate.replay._record import (
     tool_row,
 )
 from plangate.replay._redact import redactor_for
-from plangate.replay._replay import CASSETTE_MODELS, ReplayResult, first_divergence
+from plangate.replay._replay import ReplayResult, first_divergence, turn_model
 from plangate.replay.agents._boundary import AgentSpec, TurnInput
 from plangate.replay.agents._driver import AgentDriver, DrivenTurn
 from plangate.replay.agents._observed import SeenTurn, turn_messages, turn_steps, turn_table
 from plangate.replay.schema import (
-    ERROR_STOP_REASONS,
     SESSION_ID,
     STOP_REASON,
     TURN_INDEX,
@@ -230,14 +230,13 @@ async def replay_agent_turn(
     """
     session_row = dataset.session(session_id)
     turn_row = dataset.turn(session_id, turn_index)
-    history = [
-        message_from_dict(m)
-        for index in range(turn_index)
-        for m in json.loads(dataset.turn(session_id, index)["messages"])
-    ]
+    before = dataset.history(session_id, turn_index)
+    history = [message_from_dict(m) for m in before]
     state = json.loads(turn_row["features_before"] or "{}").get(STATE_KEY)
-    calls_before = sum(len(getattr(m, "tool_calls", ())) for m in history)
-    served = _model(dataset, session_row, turn_index, model, seed, endpoint, calls_before)
+    served = turn_model(
+        dataset, session_row, turn_index, model, before,
+        domain=session_row.get("domain") or "support", seed=seed, endpoint=endpoint,
+    )  # fmt: skip
     turn = TurnInput(
         session_id=session_id, turn_index=turn_index, request=turn_row["request"],
         history=tuple(messages_to_wire(history)), user_id=session_row["user_id"], state=state,
@@ -249,30 +248,11 @@ async def replay_agent_turn(
     recorded, replayed = json.loads(turn_row["steps"]), turn_steps(seen)
     cassette = served if isinstance(served, CassetteModel) else None
     error = cassette.failure if cassette is not None else None
-    if error is None and driven.stop_reason in ERROR_STOP_REASONS:
-        error = f"the model failed: {driven.detail}"
+    if error is None:
+        error = infrastructure_failure(driven.stop_reason, driven.detail)
     return ReplayResult(
         session_id=session_id, turn_index=turn_index, variant=driver.agent.label, model=model,
         recorded=recorded, replayed=replayed, divergence=first_divergence(recorded, replayed),
         result=None, table=turn_table(seen, driven.spans()), stop_reason=driven.stop_reason,
         drift=list(cassette.drift) if cassette is not None else [], error=error,
     )  # fmt: skip
-
-
-def _model(
-    dataset: GoldenDataset,
-    session_row: dict[str, Any],
-    turn_index: int,
-    spec: str,
-    seed: int | None,
-    endpoint: EndpointSettings | None,
-    calls_before: int = 0,
-) -> Model:
-    if spec in CASSETTE_MODELS:
-        exchanges = dataset.exchanges(session_row[SESSION_ID], turn_index)
-        return CassetteModel(exchanges, mode="strict" if spec == "cassette" else "lenient")
-    chosen = seed if seed is not None else session_row.get("seed") or 0
-    domain = get_domain(session_row.get("domain") or "support")
-    return model_from_spec(
-        spec, domain=domain, seed=chosen, endpoint=endpoint, ids_after=calls_before
-    )

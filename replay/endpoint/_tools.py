@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 from urllib.parse import unquote
 
 from plangate.harness import ToolSourceError
-from plangate.replay._cassette import NOT_RECORDED, Recorder, ToolRecord
+from plangate.replay._cassette import RecordedResults, Recorder, ToolRecord
 from plangate.replay.endpoint._exchange import Reply, error_reply
-from plangate.replay.schema import canonical_arguments
 
 TOOLS_PATH = "tools"
 """A route's tool paths start with this, after `/r/{key}/`."""
@@ -108,22 +106,18 @@ class CassetteTools:
     """
 
     records: Sequence[ToolRecord]
-    _queues: dict[tuple[str, str], deque[ToolRecord]] = field(init=False, repr=False)
+    _recorded: RecordedResults = field(init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._queues = defaultdict(deque)
-        for record in sorted(self.records, key=lambda r: r.position):
-            self._queues[(record.tool_name, record.tool_args)].append(record)
+        self._recorded = RecordedResults(self.records)
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolAnswer:
         """The next recorded result of this call, or "not recorded"."""
-        key = (name, canonical_arguments(arguments))
         with self._lock:
-            queue = self._queues[key]
-            record = queue.popleft() if queue else None
-        if record is None:
-            return ToolAnswer(status="ok", result=NOT_RECORDED.format(name=name, arguments=key[1]))
+            record = self._recorded.next(name, arguments)
+        if isinstance(record, str):
+            return ToolAnswer(status="ok", result=record)
         if record.status == "error":
             return ToolAnswer(status="error", result=record.result, error_type=record.error_type)
         return ToolAnswer(status="ok", result=record.result)
