@@ -35,7 +35,7 @@ from plangate.replay._dataset import (
 )
 from plangate.replay._exporter import TraceTableExporter, trace_table_provider
 from plangate.replay._from_traces import dataset_from_traces
-from plangate.replay._openinference import SpanEvent, SpanRecord, rows_from_spans
+from plangate.replay._openinference import rows_from_spans
 from plangate.replay._record import SessionRequest, load_requests, record, steps
 from plangate.replay._redact import Redactor, default_redactor, redactor_for
 from plangate.replay._redacting import RedactingExporter, redacted_span
@@ -48,6 +48,7 @@ from plangate.replay._replay import (
     first_divergence,
     replay_turn,
 )
+from plangate.replay._spans import SpanEvent, SpanRecord
 from plangate.replay.importers import (
     from_phoenix_dataframe,
     import_formats,

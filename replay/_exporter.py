@@ -17,13 +17,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, Tra
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
-from plangate.replay._openinference import (
-    SpanEvent,
-    SpanRecord,
-    StatusCode,
-    rows_from_spans,
-    time_from_nanos,
-)
+from plangate.replay._openinference import rows_from_spans
+from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
 from plangate.replay.schema import build_table, empty_table
 
 logger = logging.getLogger("plangate.replay")

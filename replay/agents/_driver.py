@@ -24,7 +24,7 @@ from typing import Any
 from plangate.harness import Message, ModelError, ModelResponse, ToolDefinition, ToolSourceError
 from plangate.harness.models import Model
 from plangate.replay._cassette import Recorder, ToolRecord
-from plangate.replay._openinference import SpanRecord
+from plangate.replay._spans import SpanRecord
 from plangate.replay.agents._boundary import (
     LOCAL_API_KEY,
     TOOLS_URL_ENV,

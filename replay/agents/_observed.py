@@ -32,7 +32,8 @@ from plangate.harness import (
     message_to_dict,
 )
 from plangate.harness import semconv as sc
-from plangate.replay._openinference import SpanRecord, rows_from_spans
+from plangate.replay._openinference import rows_from_spans
+from plangate.replay._spans import SpanRecord
 from plangate.replay.schema import (
     ATTRIBUTES,
     END_TIME,

@@ -15,7 +15,7 @@ import json
 import logging
 import zlib
 
-from plangate.replay._openinference import SpanRecord
+from plangate.replay._spans import SpanRecord
 from plangate.replay.endpoint._exchange import JSON, Reply
 from plangate.replay.endpoint._route import Route
 from plangate.replay.importers import spans_of_protobuf, spans_of_request

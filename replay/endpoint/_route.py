@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from plangate.harness import Message, ModelResponse, ToolDefinition
-from plangate.replay._openinference import SpanRecord
+from plangate.replay._spans import SpanRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

@@ -29,14 +29,8 @@ import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 
 from plangate.harness import json_problem
-from plangate.replay._openinference import (
-    SpanEvent,
-    SpanRecord,
-    StatusCode,
-    rows_from_spans,
-    span_convention,
-    time_from_nanos,
-)
+from plangate.replay._openinference import rows_from_spans, span_convention
+from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
 from plangate.replay.importers._registry import importer
 from plangate.replay.schema import TraceTableError, build_table
 

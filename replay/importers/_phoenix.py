@@ -28,14 +28,8 @@ import pandas as pd
 import pyarrow as pa
 
 from plangate.harness import json_problem, semconv
-from plangate.replay._openinference import (
-    SpanEvent,
-    SpanRecord,
-    StatusCode,
-    is_json_valued,
-    rows_from_spans,
-    time_from_nanos,
-)
+from plangate.replay._openinference import is_json_valued, rows_from_spans
+from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
 from plangate.replay.importers._registry import importer
 from plangate.replay.schema import (
     TraceTableError,
