@@ -52,6 +52,8 @@ from plangate.replay.schema import (
 
 DATASET_VERSION = 1
 MANIFEST = "manifest.json"
+AGENT_SOURCE = "agent"
+"""A session's `source` when it was recorded from a team's agent, through the agent boundary."""
 
 SESSIONS = pa.schema(
     [

@@ -1,7 +1,9 @@
-"""Replay: run one recorded turn again against a harness variant, and say where it diverged.
+"""Replay: run one recorded turn again with an agent, and say where it diverged.
 
-The conversation and state are restored as recorded before turn k (history, plan, features),
-turn k runs with the chosen variant, and model and tool answers come from the chosen sources:
+One path for every agent (`ReplayAgent`): plangate's own with a harness variant
+(`ReferenceAgent`), or a team's behind the agent boundary (`AgentDriver`). The conversation and
+state are restored as recorded before turn k (history; for the reference agent also plan,
+features and memory), turn k runs, and model and tool answers come from the chosen sources:
 the cassette (strict: a request that no longer matches is an error naming the first difference;
 lenient: served in order, drift flagged), a simulated model, or a live OpenAI-compatible model;
 tools from the cassette (an unrecorded call gets a "not recorded" result) or live (a fresh
@@ -14,9 +16,9 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import pyarrow as pa
 from opentelemetry.sdk.trace import SpanProcessor
@@ -35,7 +37,7 @@ from plangate.harness import (
     session_state,
 )
 from plangate.replay._cassette import CassetteModel, calls_of, cassette_tools
-from plangate.replay._dataset import DatasetError, GoldenDataset
+from plangate.replay._dataset import AGENT_SOURCE, DatasetError, GoldenDataset
 from plangate.replay._exporter import trace_table_provider
 from plangate.replay._record import steps
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
@@ -66,6 +68,7 @@ class ReplayResult:
     session_id: str
     turn_index: int
     variant: str
+    """The agent that replayed it: a harness variant, or a team's agent's label."""
     model: str
     recorded: list[str]
     """The recorded trajectory's steps."""
@@ -73,16 +76,18 @@ class ReplayResult:
     """The replay's steps (empty when the replay failed)."""
     divergence: Divergence | None
     """None: the trajectories are identical."""
-    result: TurnResult | None
-    """The replayed turn (None when it failed)."""
     table: pa.Table | None
     """The replay's spans as a trace table."""
+    stop_reason: str
+    """How the replayed turn ended."""
+    answer: str | None = None
+    """The replayed turn's final answer (None when it failed)."""
+    result: TurnResult | None = None
+    """The reference agent's whole turn (None for a team's agent, or when it failed)."""
     drift: list[str] = field(default_factory=list)
     """Lenient cassette: where requests differed from the recording."""
     error: str | None = None
     """Why the replay could not complete (e.g. a strict cassette mismatch)."""
-    stop_reason: str | None = None
-    """How the replayed turn ended (for an agent behind the boundary, which has no `result`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (what `plangate replay --json` prints per turn)."""
@@ -99,10 +104,54 @@ class ReplayResult:
                 "recorded": self.divergence.recorded,
                 "replayed": self.divergence.replayed,
             },
-            "stop_reason": self.result.stop_reason if self.result else self.stop_reason,
+            "stop_reason": self.stop_reason,
             "drift": self.drift,
             "error": self.error,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnToReplay:
+    """A recorded turn made ready to run again: what every agent's replay is given."""
+
+    dataset: GoldenDataset
+    session: dict[str, Any]
+    """The session's row (`sessions.parquet`)."""
+    turn: dict[str, Any]
+    """The turn's row (`turns.parquet`)."""
+    history: list[dict[str, Any]]
+    """The conversation before the turn, as recorded (plangate's message dicts)."""
+    model: Model
+    """What answers the turn's model calls: its cassette, or a model a spec named."""
+    tools: ToolSource
+    """Where its tool results come from."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayedTurn:
+    """What an agent's replay of a turn gave."""
+
+    variant: str
+    """The agent that ran it, as reports name it."""
+    steps: list[str]
+    stop_reason: str
+    detail: str = ""
+    """Why the turn stopped, when it did not finish."""
+    answer: str | None = None
+    table: pa.Table | None = None
+    result: TurnResult | None = None
+
+
+class ReplayAgent(Protocol):
+    """An agent that can run a recorded turn again.
+
+    plangate's own (`ReferenceAgent`), or a team's behind the agent boundary
+    (`plangate.replay.agents.AgentDriver`): one replay path for both.
+    """
+
+    async def replay(self, turn: TurnToReplay) -> ReplayedTurn:
+        """Run the turn from its restored state; the agent's own failure is in the result."""
+        ...
 
 
 def first_divergence(recorded: Sequence[str], replayed: Sequence[str]) -> Divergence | None:
@@ -120,75 +169,102 @@ async def replay_turn(
     session_id: str,
     turn_index: int,
     *,
-    variant: str | None = None,
+    agent: ReplayAgent | None = None,
     model: str = "cassette",
     tools: ToolSource = "cassette",
-    tracer_provider: Any = None,
     seed: int | None = None,
-    span_processor: SpanProcessor | None = None,
     endpoint: EndpointSettings | None = None,
 ) -> ReplayResult:
-    """Replay one turn; a strict cassette mismatch or a failed model is in `error`, not raised.
+    """Replay one turn with `agent` (default: plangate's, with the recording's variant).
 
-    The spans go to a trace table (`table`), and also to `span_processor` if given (e.g. an
-    export to Phoenix); or, with `tracer_provider`, only to that provider. `endpoint` sets an
+    A strict cassette mismatch or a failed model is in `error`, not raised. `endpoint` sets an
     `openai:` model's timeout, retries and deadline (unset: from the environment).
     """
-    if tracer_provider is not None and span_processor is not None:
-        raise ValueError("give replay_turn a tracer_provider or a span_processor, not both")
+    if tools not in TOOL_SOURCES:
+        raise DatasetError(f"unknown tool source {tools!r}; choose one of: cassette, live")
     session_row = dataset.session(session_id)
     turn_row = dataset.turn(session_id, turn_index)
-    chosen = variant or session_row["variant"]
-    recorded = json.loads(turn_row["steps"])
-    extra = (span_processor,) if span_processor is not None else ()
-    provider, exporter = (
-        (tracer_provider, None) if tracer_provider else trace_table_provider(*extra)
-    )
     history = dataset.history(session_id, turn_index)
-    cassette = turn_model(
+    served = turn_model(
         dataset, session_row, turn_index, model, history,
-        domain=session_row["domain"], seed=seed, endpoint=endpoint,
+        domain=session_row.get("domain") or "support", seed=seed, endpoint=endpoint,
     )  # fmt: skip
-    memory_dir = _memory_before(session_row, turn_row)
-    agent = Agent(
-        model=cassette,
-        variant=load_variant(chosen),
-        tools=_tools(dataset, session_row, turn_index, tools),
-        instructions=get_domain(session_row["domain"]).instructions,
-        tracer_provider=provider,
-        memory_dir=memory_dir,
-    )
-    session = agent.session(
-        session_id, user_id=session_row["user_id"], metadata={"domain": session_row["domain"]}
-    )
-    session.restore(_state_before(session_row, turn_row, history))
-    base = {
-        "session_id": session_id,
-        "turn_index": turn_index,
-        "variant": chosen,
-        "model": model,
-        "recorded": recorded,
-    }
-    try:
-        result = await session.run_turn(turn_row["request"])
-    finally:
-        if memory_dir is not None:  # the restored memory is the replay's own: leave nothing behind
-            shutil.rmtree(memory_dir, ignore_errors=True)
-    replayed = steps(result)
-    served = cassette if isinstance(cassette, CassetteModel) else None
-    table = exporter.table() if exporter is not None else None
-    error = served.failure if served else None
+    turn = TurnToReplay(
+        dataset=dataset, session=session_row, turn=turn_row, history=history, model=served,
+        tools=tools,
+    )  # fmt: skip
+    replayed = await (agent or ReferenceAgent()).replay(turn)
+    recorded = json.loads(turn_row["steps"])
+    cassette = served if isinstance(served, CassetteModel) else None
+    error = cassette.failure if cassette is not None else None
     if error is None:  # never "identical": a dead endpoint's golden matches any dead endpoint
-        error = infrastructure_failure(result.stop_reason, result.stop_detail)
+        error = infrastructure_failure(replayed.stop_reason, replayed.detail)
     return ReplayResult(
-        **base,
-        replayed=replayed,
-        divergence=first_divergence(recorded, replayed),
-        result=result,
-        table=table,
-        drift=list(served.drift) if served else [],
-        error=error,
-    )
+        session_id=session_id, turn_index=turn_index, variant=replayed.variant, model=model,
+        recorded=recorded, replayed=replayed.steps,
+        divergence=first_divergence(recorded, replayed.steps), table=replayed.table,
+        stop_reason=replayed.stop_reason, answer=replayed.answer, result=replayed.result,
+        drift=list(cassette.drift) if cassette is not None else [], error=error,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceAgent:
+    """plangate's own agent with a harness variant, as a `ReplayAgent`.
+
+    It runs in this process, on the served model directly: the conversation, plan, features
+    and memory restored as recorded before the turn. Its spans go to the result's trace table,
+    and also to `span_processor` if given (an export to Phoenix, say); or, with
+    `tracer_provider`, only to that provider.
+    """
+
+    variant: str | None = None
+    """The harness variant (name or .toml path); None: the one the session was recorded with."""
+    _: KW_ONLY
+    tracer_provider: Any = None
+    span_processor: SpanProcessor | None = None
+
+    def __post_init__(self) -> None:
+        if self.tracer_provider is not None and self.span_processor is not None:
+            raise ValueError("give ReferenceAgent a tracer_provider or a span_processor, not both")
+
+    async def replay(self, turn: TurnToReplay) -> ReplayedTurn:
+        """Run the turn with the variant; its spans become the result's trace table."""
+        session_row, turn_row = turn.session, turn.turn
+        domain = session_row.get("domain")
+        if domain is None or session_row.get("source") == AGENT_SOURCE:
+            raise DatasetError(
+                f"session {session_row[SESSION_ID]!r} was not recorded from plangate's agent; "
+                "replay it with the agent that made it (--agent SPEC)"
+            )
+        chosen = self.variant or session_row["variant"]
+        extra = (self.span_processor,) if self.span_processor is not None else ()
+        provider, exporter = (
+            (self.tracer_provider, None) if self.tracer_provider else trace_table_provider(*extra)
+        )
+        memory_dir = _memory_before(session_row, turn_row)
+        agent = Agent(
+            model=turn.model,
+            variant=load_variant(chosen),
+            tools=_tools(turn.dataset, session_row, turn_row[TURN_INDEX], turn.tools),
+            instructions=get_domain(domain).instructions,
+            tracer_provider=provider,
+            memory_dir=memory_dir,
+        )
+        session = agent.session(
+            session_row[SESSION_ID], user_id=session_row["user_id"], metadata={"domain": domain}
+        )
+        session.restore(_state_before(session_row, turn_row, turn.history))
+        try:
+            result = await session.run_turn(turn_row["request"])
+        finally:
+            if memory_dir is not None:  # the restored memory is the replay's own: remove it
+                shutil.rmtree(memory_dir, ignore_errors=True)
+        return ReplayedTurn(
+            variant=chosen, steps=steps(result), stop_reason=result.stop_reason,
+            detail=result.stop_detail, answer=result.answer, result=result,
+            table=exporter.table() if exporter is not None else None,
+        )  # fmt: skip
 
 
 def turn_model(

@@ -268,9 +268,15 @@ def _gate(commands: Commands) -> None:
 
 
 def _compare(commands: Commands) -> None:
-    compare = commands.add_parser("compare", help="harness variants side by side, with intervals")
+    compare = commands.add_parser(
+        "compare", help="harness variants or agents side by side, with intervals"
+    )
     compare.add_argument(
-        "variants", nargs="+", metavar="VARIANT", help="the variants: names or .toml files"
+        "variants",
+        nargs="+",
+        metavar="SIDE",
+        help="a harness variant (name or .toml file), an agent (python:..., command:..., "
+        "http:...), or a .toml file naming an agent and its env, args and kwargs",
     )
     compare.add_argument(
         "--gate",

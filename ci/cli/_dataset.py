@@ -27,6 +27,7 @@ from plangate.replay import (
     CASSETTE_MODELS,
     MANIFEST,
     GoldenDataset,
+    ReferenceAgent,
     ReplayResult,
     concat_tables,
     dataset_folder,
@@ -40,7 +41,7 @@ from plangate.replay import (
     write_table,
 )
 from plangate.replay import record as record_sessions
-from plangate.replay.agents import AgentDriver, AgentSpec, replay_agent_turn
+from plangate.replay.agents import AgentDriver, AgentSpec
 
 CONTEXT = 2
 """Steps shown on each side of a divergence."""
@@ -171,19 +172,19 @@ async def _replay_all(
         task = progress.add_task("replaying", total=len(pairs))
 
         async def one(session: str, turn: int) -> ReplayResult:
-            agent = (agents or {}).get(session)
+            given = (agents or {}).get(session)
+            agent = (
+                drivers[given.label]
+                if given is not None
+                else ReferenceAgent(
+                    args.variant,
+                    span_processor=replay_processor(export, dataset, session, args.variant),
+                )
+            )
             async with gate:
-                if agent is not None:  # a team's agent, behind the agent boundary
-                    result = await replay_agent_turn(
-                        dataset, session, turn, driver=drivers[agent.label], model=args.model,
-                        tools=args.tools,
-                    )  # fmt: skip
-                else:
-                    result = await replay_turn(
-                        dataset, session, turn, variant=args.variant, model=args.model,
-                        tools=args.tools,
-                        span_processor=replay_processor(export, dataset, session, args.variant),
-                    )  # fmt: skip
+                result = await replay_turn(
+                    dataset, session, turn, agent=agent, model=args.model, tools=args.tools
+                )
             progress.advance(task)
             return result
 

@@ -30,12 +30,13 @@ from plangate.ci.gate import (
     Verdict,
     gate_with_reports,
     load_gate,
+    side_of,
     write_outputs,
 )
 from plangate.ci.gate import compare as compare_variants
 from plangate.ci.phoenix import PhoenixExport, publish_verdict, replay_processor
 from plangate.evaluators import EvaluatorError, evaluators
-from plangate.harness import check_output, load_variant
+from plangate.harness import check_output
 
 
 def gate(args: argparse.Namespace) -> int:
@@ -68,10 +69,13 @@ def gate(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     """`plangate compare VARIANT...`: replay each on the gate's datasets; print the comparison."""
     gate = load_gate(args.gate or DEFAULT_GATE)
-    for variant in args.variants:
-        load_variant(variant)  # an unknown name fails here, listing the choices
-        if args.variants.count(variant) > 1:
-            raise GateFileError(f"variant {variant!r} is given twice; give each variant once")
+    model = args.model or gate.candidate.model
+    tools = args.tools or gate.candidate.tools
+    sides = [side_of(text, model=model, tools=tools) for text in args.variants]
+    labels = [side.label for side in sides]
+    for side in sides:
+        if labels.count(side.label) > 1:
+            raise GateFileError(f"{side.label!r} is given twice; give each side once")
     if args.dataset:
         chosen = tuple(DatasetSelection(path=Path(d)) for d in args.dataset)
         gate = dataclasses.replace(gate, datasets=chosen)
@@ -85,9 +89,7 @@ def compare(args: argparse.Namespace) -> int:
         gate = dataclasses.replace(gate, evaluators=rules)
     if args.repeats is not None:
         gate = dataclasses.replace(gate, repeats=args.repeats)
-    model = args.model or gate.candidate.model
-    tools = args.tools or gate.candidate.tools
-    result = asyncio.run(compare_variants(gate, args.variants, model=model, tools=tools))
+    result = asyncio.run(compare_variants(gate, sides, model=model))
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=2))
     else:

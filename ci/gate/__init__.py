@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         GateFileError,
         Side,
         load_gate,
+        side_of,
     )
     from plangate.ci.gate._html_report import html_report
     from plangate.ci.gate._outputs import gate_with_reports, write_outputs
@@ -68,6 +69,7 @@ _HOME = {
     "load_gate": "plangate.ci.gate._gate_file",
     "markdown": "plangate.ci.gate._reports",
     "run_gate": "plangate.ci.gate._gate",
+    "side_of": "plangate.ci.gate._gate_file",
     "verdict_json": "plangate.ci.gate._reports",
     "write_outputs": "plangate.ci.gate._outputs",
     "write_reports": "plangate.ci.gate._reports",
@@ -102,6 +104,7 @@ __all__ = [
     "load_gate",
     "markdown",
     "run_gate",
+    "side_of",
     "verdict_json",
     "write_outputs",
     "write_reports",

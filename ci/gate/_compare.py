@@ -63,19 +63,23 @@ class Comparison:
         return next(s for s in self.scores if s.variant == variant and s.evaluator == evaluator)
 
 
-async def compare(gate: GateFile, variants: Sequence[str], *, model: str, tools: str) -> Comparison:
-    """Replay the gate's cases with each variant (the gate file gives datasets and evaluators)."""
+async def compare(gate: GateFile, sides: Sequence[Side], *, model: str) -> Comparison:
+    """Replay the gate's cases with each side (the gate file gives datasets and evaluators).
+
+    A side is a harness variant of plangate's agent or a team's agent (`side_of`); the
+    comparison names each by its label.
+    """
     datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
     cases = gate_cases(gate, datasets)
     names = list(gate.evaluators)
     rubrics: RubricSet = gate_rubrics(gate, datasets)
+    variants = [side.label for side in sides]
     per_variant = {}
-    for variant in variants:
-        side = Side(variant=variant, model=model, tools=tools)
+    for side in sides:
         table = await replay_scores(
             gate, side, datasets, cases, names, rubrics, repeats=gate.repeats
         )
-        per_variant[variant] = runs_from_scores(table, cases, names)
+        per_variant[side.label] = runs_from_scores(table, cases, names)
     rows = []
     first = per_variant[variants[0]]
     for name in names:

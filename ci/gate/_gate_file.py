@@ -59,7 +59,7 @@ from typing import Any
 from plangate.evaluators import evaluators as registered
 from plangate.harness import EndpointSettings, PlangateError, load_variant, read_text
 from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
-from plangate.replay.agents import AgentSpec
+from plangate.replay.agents import AGENT_KINDS, AgentSpec
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
 AGENT_SETTINGS = frozenset({"env", "args", "kwargs"})
@@ -251,6 +251,31 @@ def _side(data: dict[str, Any], name: str, source: Path) -> Side:
     except PlangateError as exc:
         raise GateFileError(f"{source}: {name}.variant: {exc}") from exc
     return Side(variant=variant, model=model, tools=tools, seed=seed)
+
+
+def side_of(text: str, *, model: str, tools: str) -> Side:
+    """A side named on the command line (`compare`, `phoenix experiment`).
+
+    It is an agent spec (`python:...`, `command:...`, `http:...`); a `.toml` file that names
+    an `agent` with its settings (`env`, `args`, `kwargs`), as a gate file's side does; or a
+    harness variant of plangate's agent (a name, or a variant `.toml` file).
+
+    Raises:
+        PlangateError: The spec, the file or the variant is unusable; the message names it.
+    """
+    if text.partition(":")[0] in AGENT_KINDS:
+        return Side(agent=AgentSpec.of(text), model=model, tools=tools)
+    source = Path(text)
+    if text.endswith(".toml") and source.is_file():
+        try:
+            data = tomllib.loads(read_text(source, "side file", GateFileError))
+        except tomllib.TOMLDecodeError as exc:
+            raise GateFileError(f"{source}: not valid TOML: {exc}") from exc
+        if "agent" in data:
+            _keys(data, {"agent", *AGENT_SETTINGS}, "", source)
+            return Side(agent=_agent(data, "the file", source), model=model, tools=tools)
+    load_variant(text)  # an unknown name fails here, listing the choices
+    return Side(variant=text, model=model, tools=tools)
 
 
 def _endpoint(settings: dict[str, Any], source: Path) -> EndpointSettings:

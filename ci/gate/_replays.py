@@ -1,7 +1,7 @@
 """Replaying one side of a gate: every case, k times, each repeat scored.
 
-A side replays a harness variant of the reference agent (`replay_turn`) or a team's own agent
-behind the agent boundary (`replay_agent_turn`, one driver for the side's repeats). Each
+A side replays its agent through `replay_turn`: a harness variant of the reference agent, or a
+team's own agent behind the agent boundary (one driver for the side's repeats). Each
 (case, repeat) gets a seed of its own, the same on both sides, so that the runs pair up.
 """
 
@@ -18,8 +18,8 @@ from opentelemetry.sdk.trace import SpanProcessor
 from plangate.ci.gate._gate_file import GateFile, Side
 from plangate.ci.gate._scores import Case, with_agent_spans
 from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate
-from plangate.replay import GoldenDataset, concat_tables, replay_turn
-from plangate.replay.agents import AgentDriver, replay_agent_turn
+from plangate.replay import GoldenDataset, ReferenceAgent, concat_tables, replay_turn
+from plangate.replay.agents import AgentDriver
 from plangate.replay.schema import EVENTS, SESSION_ID, SPAN_KIND, TRIAL, TURN_INDEX
 
 
@@ -76,18 +76,12 @@ async def replay_scores(
             run=_run(gate, label, repeat),
         )
         extra = span_processors(run) if span_processors is not None else None
+        agent = driver or ReferenceAgent(side.variant, span_processor=extra)
         async with limit:
-            if driver is not None:  # a team's agent, behind the agent boundary
-                result = await replay_agent_turn(
-                    datasets[name], session_id, turn_index, driver=driver, model=side.model,
-                    seed=seed, endpoint=gate.endpoint, tools=side.tools,  # type: ignore[arg-type]
-                )  # fmt: skip
-            else:
-                result = await replay_turn(
-                    datasets[name], session_id, turn_index, variant=side.variant,
-                    model=side.model, tools=side.tools, seed=seed,  # type: ignore[arg-type]
-                    span_processor=extra, endpoint=gate.endpoint,
-                )  # fmt: skip
+            result = await replay_turn(
+                datasets[name], session_id, turn_index, agent=agent, model=side.model,
+                tools=side.tools, seed=seed, endpoint=gate.endpoint,  # type: ignore[arg-type]
+            )  # fmt: skip
         assert result.table is not None
         return result.table
 

@@ -52,6 +52,7 @@ from plangate.harness import PlangateError, get_domain, load_variant, model_from
 from plangate.replay import (
     CASSETTE_MODELS,
     GoldenDataset,
+    ReferenceAgent,
     ReplayResult,
     ToolSource,
     TraceTableExporter,
@@ -301,10 +302,9 @@ class _Replays:
                 self.golden,
                 session_id,
                 turn_index,
-                variant=self.variant,
+                agent=ReferenceAgent(self.variant, tracer_provider=provider),
                 model=self.model,
                 tools=self.tools,
-                tracer_provider=provider,
             )
         finally:
             provider.shutdown()  # flushes this run's spans to Phoenix
@@ -369,7 +369,7 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
 
 def _replay_output(result: ReplayResult) -> dict[str, Any]:
     summary = result.to_dict()
-    summary["answer"] = result.result.answer if result.result is not None else None
+    summary["answer"] = result.answer
     summary["steps"] = result.replayed
     return summary
 

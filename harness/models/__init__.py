@@ -10,7 +10,9 @@
 - `_tokens`: offline token counting;
 - `_wire`: the OpenAI chat-completions wire format both ways, as plain dicts (`WireError`):
   what `OpenAIModel` sends and reads, and what a local endpoint reads from any agent and
-  answers it.
+  answers it;
+- `_responses_wire`: the OpenAI Responses API's wire format, as a local endpoint reads its
+  requests (into the same records as chat completions) and answers them.
 
 Imports harness basics and the demo domains (a simulated model works from a domain's tasks).
 """
@@ -19,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from plangate.harness.models._endpoint import EndpointSettings
 from plangate.harness.models._model import Model, ModelError
+from plangate.harness.models._responses_wire import (
+    check_responses_tool_choice,
+    response_events_to_wire,
+    response_to_wire,
+    responses_input_from_wire,
+    responses_tools_from_wire,
+    responses_usage_to_wire,
+)
 from plangate.harness.models._scripted import (
     FunctionModel,
     ScriptedModel,
@@ -70,6 +80,7 @@ __all__ = [
     "UnexpectedModelCall",
     "WireError",
     "call_to_wire",
+    "check_responses_tool_choice",
     "chunks_to_wire",
     "completion_to_wire",
     "count_message_tokens",
@@ -80,6 +91,11 @@ __all__ = [
     "model_from_spec",
     "read_completion",
     "read_context",
+    "response_events_to_wire",
+    "response_to_wire",
+    "responses_input_from_wire",
+    "responses_tools_from_wire",
+    "responses_usage_to_wire",
     "tool_to_wire",
     "tools_from_wire",
     "tools_to_wire",

@@ -24,7 +24,7 @@ from plangate.replay.agents._boundary import (
     TurnOutput,
 )
 from plangate.replay.agents._driver import AgentDriver, DrivenTurn
-from plangate.replay.agents._golden import record_agent, recorded_agent, replay_agent_turn
+from plangate.replay.agents._golden import record_agent, recorded_agent
 from plangate.replay.agents._hermetic import HermeticError, ReplayedToolError, hermetic
 from plangate.replay.agents._runners import runner_for
 
@@ -45,6 +45,5 @@ __all__ = [
     "hermetic",
     "record_agent",
     "recorded_agent",
-    "replay_agent_turn",
     "runner_for",
 ]

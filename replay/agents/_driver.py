@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plangate.harness import Message, ModelError, ModelResponse, ToolDefinition, ToolSourceError
-from plangate.harness.models import Model
+from plangate.harness import (
+    Message,
+    ModelError,
+    ModelResponse,
+    ToolDefinition,
+    ToolSourceError,
+    message_from_dict,
+)
+from plangate.harness.models import Model, messages_from_wire, messages_to_wire
 from plangate.replay._cassette import Recorder, ToolRecord
+from plangate.replay._replay import ReplayedTurn, TurnToReplay
 from plangate.replay._spans import SpanRecord
 from plangate.replay.agents._boundary import (
     LOCAL_API_KEY,
@@ -34,6 +43,7 @@ from plangate.replay.agents._boundary import (
     TurnInput,
     TurnOutput,
 )
+from plangate.replay.agents._observed import SeenTurn, turn_messages, turn_steps, turn_table
 from plangate.replay.agents._runners import runner_for
 from plangate.replay.endpoint import (
     CassetteTools,
@@ -44,6 +54,9 @@ from plangate.replay.endpoint import (
     ToolAnswer,
     ToolProvider,
 )
+
+STATE_KEY = "agent_state"
+"""The key of the agent's own state in a turn's `features_before` (JSON)."""
 
 Tools = Recorder | Sequence[ToolRecord] | None
 """A turn's tool source: a recorder (record), the turn's recorded results (replay from the
@@ -164,6 +177,34 @@ class AgentDriver:
             end_ns=end, route=slot.route,
         )  # fmt: skip
 
+    async def replay(self, turn: TurnToReplay) -> ReplayedTurn:
+        """Run a recorded turn again: its conversation and the agent's own state restored.
+
+        The turn's `hermetic` tools are answered from its recorded results (tools `cassette`;
+        an unrecorded call gets a "Not recorded" result), or run (`live`).
+        """
+        session, row = turn.session, turn.turn
+        history = [message_from_dict(m) for m in turn.history]
+        given = TurnInput(
+            session_id=session["session_id"], turn_index=row["turn_index"],
+            request=row["request"], history=tuple(messages_to_wire(history)),
+            user_id=session["user_id"],
+            state=json.loads(row["features_before"] or "{}").get(STATE_KEY),
+        )  # fmt: skip
+        records = (
+            turn.dataset.tool_records(given.session_id, given.turn_index)
+            if turn.tools == "cassette"
+            else None
+        )
+        driven = await self.run(given, turn.model, tools=records)
+        await self.settle(driven)
+        seen, _ = seen_turn(given, driven, self.agent, history)
+        return ReplayedTurn(
+            variant=self.agent.label, steps=turn_steps(seen), stop_reason=driven.stop_reason,
+            detail=driven.detail, answer=seen.answer if driven.output is not None else None,
+            table=turn_table(seen, driven.spans()),
+        )  # fmt: skip
+
     def _routed(self, turn: TurnInput, route: Route, model: Model, *, served: bool) -> TurnInput:
         return dataclasses.replace(
             turn,
@@ -220,6 +261,24 @@ class AgentDriver:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def seen_turn(
+    turn: TurnInput, driven: DrivenTurn, agent: AgentSpec, history: Sequence[Message]
+) -> tuple[SeenTurn, list[Message]]:
+    """The turn as plangate saw it, and its messages: the agent's own, or the endpoint's view."""
+    answer = driven.output.answer if driven.output is not None else ""
+    seen = SeenTurn(
+        session_id=turn.session_id, turn_index=turn.turn_index, request=turn.request,
+        answer=answer, stop_reason=driven.stop_reason, detail=driven.detail, calls=driven.calls,
+        start_ns=driven.start_ns, end_ns=driven.end_ns, agent=agent.label,
+    )  # fmt: skip
+    given = driven.output.messages if driven.output is not None else None
+    if given is not None:
+        messages = list(messages_from_wire(list(given)))
+    else:
+        messages = turn_messages(history, driven.calls, turn.request, answer)
+    return seen, messages
 
 
 def _provider(tools: Tools) -> ToolProvider:

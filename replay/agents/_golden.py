@@ -3,10 +3,10 @@
 `record_agent` runs sessions through any agent (`AgentSpec`) behind plangate's local model
 endpoint and keeps them as a golden dataset in the same format as the reference agent's: each
 model exchange in the cassette, the turns with their requests, messages and steps, and a trace
-table built from what the endpoint saw. `replay_agent_turn` restores a turn's conversation and
-the agent's own state, serves the model from the cassette (strict or lenient) or a simulated
-model, and says where the new trajectory diverged. The agent's `hermetic` tools are recorded
-into the golden's tool cassette, and answered from it on replay (or run live).
+table built from what the endpoint saw (or from the agent's own spans). Its turns replay with
+`replay_turn(..., agent=AgentDriver(spec))`, the one replay path for every agent: the driver
+restores a turn's conversation and the agent's own state. The agent's `hermetic` tools are
+recorded into the golden's tool cassette, and answered from it on replay (or run live).
 """
 
 from __future__ import annotations
@@ -14,20 +14,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from plangate.harness import (
     EndpointSettings,
     Message,
     get_domain,
-    infrastructure_failure,
-    message_from_dict,
     message_to_dict,
     model_from_spec,
 )
-from plangate.harness.models import messages_from_wire, messages_to_wire
-from plangate.replay._cassette import CassetteModel, Recorder, RecordingModel
+from plangate.harness.models import messages_to_wire
+from plangate.replay._cassette import Recorder, RecordingModel
 from plangate.replay._dataset import (
+    AGENT_SOURCE,
     MODEL_CASSETTE,
     SESSIONS,
     TOOL_CASSETTE,
@@ -43,21 +42,15 @@ from plangate.replay._record import (
     tool_row,
 )
 from plangate.replay._redact import redactor_for
-from plangate.replay._replay import ReplayResult, first_divergence, turn_model
 from plangate.replay.agents._boundary import AgentSpec, TurnInput
-from plangate.replay.agents._driver import AgentDriver, DrivenTurn
-from plangate.replay.agents._observed import SeenTurn, turn_messages, turn_steps, turn_table
+from plangate.replay.agents._driver import STATE_KEY, AgentDriver, DrivenTurn, seen_turn
+from plangate.replay.agents._observed import SeenTurn, turn_steps, turn_table
 from plangate.replay.schema import (
     SESSION_ID,
     STOP_REASON,
     TURN_INDEX,
     concat_tables,
 )
-
-SOURCE = "agent"
-"""The sessions table's `source` for a golden recorded through the agent boundary."""
-STATE_KEY = "agent_state"
-"""The key of the agent's own state in a turn's `features_before` (JSON)."""
 
 
 async def record_agent(
@@ -142,7 +135,7 @@ async def _record_session(
             "model": chosen_model,
             "domain": domain,
             "seed": chosen_seed,
-            "source": SOURCE,
+            "source": AGENT_SOURCE,
             "metadata": json.dumps(
                 {"domain": domain, "agent": {"spec": agent.spec, **agent.settings()}},
                 sort_keys=True,
@@ -159,30 +152,13 @@ async def _record_session(
         )  # fmt: skip
         recorder = recorded.recorder
         driven = await driver.run(turn, RecordingModel(source, recorder), tools=recorder)
-        seen, messages = _seen(turn, driven, agent, history)
+        seen, messages = seen_turn(turn, driven, agent, history)
         rubric = request.rubrics[index] if index < len(request.rubrics) else None
         recorded.turns.append(_turn_row(turn, seen, messages, rubric))
         recorded.seen.append((seen, driven))
         history.extend(messages)
         state = driven.output.state if driven.output is not None else state
     return recorded
-
-
-def _seen(
-    turn: TurnInput, driven: DrivenTurn, agent: AgentSpec, history: Sequence[Message]
-) -> tuple[SeenTurn, list[Message]]:
-    answer = driven.output.answer if driven.output is not None else ""
-    seen = SeenTurn(
-        session_id=turn.session_id, turn_index=turn.turn_index, request=turn.request,
-        answer=answer, stop_reason=driven.stop_reason, detail=driven.detail, calls=driven.calls,
-        start_ns=driven.start_ns, end_ns=driven.end_ns, agent=agent.label,
-    )  # fmt: skip
-    given = driven.output.messages if driven.output is not None else None
-    if given is not None:
-        messages = list(messages_from_wire(list(given)))
-    else:
-        messages = turn_messages(history, driven.calls, turn.request, answer)
-    return seen, messages
 
 
 def _turn_row(
@@ -205,54 +181,8 @@ def _turn_row(
 
 def recorded_agent(session_row: dict[str, Any]) -> AgentSpec | None:
     """The agent a session was recorded with (None: recorded from the reference agent)."""
-    if session_row.get("source") != SOURCE:
+    if session_row.get("source") != AGENT_SOURCE:
         return None
     settings = dict(json.loads(session_row.get("metadata") or "{}").get("agent") or {})
     spec = settings.pop("spec", None)
     return AgentSpec.of(spec, settings) if isinstance(spec, str) else None
-
-
-async def replay_agent_turn(
-    dataset: GoldenDataset,
-    session_id: str,
-    turn_index: int,
-    *,
-    driver: AgentDriver,
-    model: str = "cassette",
-    seed: int | None = None,
-    endpoint: EndpointSettings | None = None,
-    tools: Literal["cassette", "live"] = "cassette",
-) -> ReplayResult:
-    """Replay one turn through `driver`'s agent; a failure is in `error`, never raised.
-
-    `tools`: `cassette` answers the agent's `hermetic` tools from the turn's recorded results
-    (an unrecorded call gets a "Not recorded" result), `live` lets them run.
-    """
-    session_row = dataset.session(session_id)
-    turn_row = dataset.turn(session_id, turn_index)
-    before = dataset.history(session_id, turn_index)
-    history = [message_from_dict(m) for m in before]
-    state = json.loads(turn_row["features_before"] or "{}").get(STATE_KEY)
-    served = turn_model(
-        dataset, session_row, turn_index, model, before,
-        domain=session_row.get("domain") or "support", seed=seed, endpoint=endpoint,
-    )  # fmt: skip
-    turn = TurnInput(
-        session_id=session_id, turn_index=turn_index, request=turn_row["request"],
-        history=tuple(messages_to_wire(history)), user_id=session_row["user_id"], state=state,
-    )  # fmt: skip
-    records = dataset.tool_records(session_id, turn_index) if tools == "cassette" else None
-    driven = await driver.run(turn, served, tools=records)
-    await driver.settle(driven)
-    seen, _ = _seen(turn, driven, driver.agent, history)
-    recorded, replayed = json.loads(turn_row["steps"]), turn_steps(seen)
-    cassette = served if isinstance(served, CassetteModel) else None
-    error = cassette.failure if cassette is not None else None
-    if error is None:
-        error = infrastructure_failure(driven.stop_reason, driven.detail)
-    return ReplayResult(
-        session_id=session_id, turn_index=turn_index, variant=driver.agent.label, model=model,
-        recorded=recorded, replayed=replayed, divergence=first_divergence(recorded, replayed),
-        result=None, table=turn_table(seen, driven.spans()), stop_reason=driven.stop_reason,
-        drift=list(cassette.drift) if cassette is not None else [], error=error,
-    )  # fmt: skip

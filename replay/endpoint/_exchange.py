@@ -57,13 +57,7 @@ def read_request(body: bytes) -> ChatRequest:
         WireError: The body is not a JSON object, or a message or a tool is malformed; the
             message names the field.
     """
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        text = body[:_SNIPPET].decode("utf-8", "replace")
-        raise WireError(f"the request body is not JSON: {text!r}") from None
-    if not isinstance(data, dict):
-        raise WireError(f"the request body is not a JSON object: {_snippet(data)}")
+    data = read_object(body)
     tools = data.get("tools")
     model, options = data.get("model"), data.get("stream_options")
     return ChatRequest(
@@ -75,6 +69,22 @@ def read_request(body: bytes) -> ChatRequest:
     )
 
 
+def read_object(body: bytes) -> dict[str, Any]:
+    """A request body read as a JSON object.
+
+    Raises:
+        WireError: The body is not JSON, or not an object; the message quotes its start.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        text = body[:_SNIPPET].decode("utf-8", "replace")
+        raise WireError(f"the request body is not JSON: {text!r}") from None
+    if not isinstance(data, dict):
+        raise WireError(f"the request body is not a JSON object: {_snippet(data)}")
+    return data
+
+
 def completion_reply(
     request: ChatRequest, response: ModelResponse, *, model: str, completion_id: str, created: int
 ) -> Reply:
@@ -83,7 +93,7 @@ def completion_reply(
         body = completion_to_wire(
             response, model=model, completion_id=completion_id, created=created
         )
-        return Reply(200, _json(body))
+        return Reply(200, dump_json(body))
     chunks = chunks_to_wire(
         response,
         model=model,
@@ -91,23 +101,24 @@ def completion_reply(
         created=created,
         include_usage=request.include_usage,
     )
-    events = b"".join(b"data: " + _json(chunk) + b"\n\n" for chunk in chunks)
+    events = b"".join(b"data: " + dump_json(chunk) + b"\n\n" for chunk in chunks)
     return Reply(200, events + b"data: [DONE]\n\n", EVENT_STREAM)
 
 
 def models_reply(model_name: str) -> Reply:
     """The answer to `GET /models`: a list of the one model the route serves."""
     model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plangate"}
-    return Reply(200, _json({"object": "list", "data": [model]}))
+    return Reply(200, dump_json({"object": "list", "data": [model]}))
 
 
 def error_reply(status: int, message: str, kind: ErrorType) -> Reply:
     """An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
     error = {"message": message, "type": kind, "param": None, "code": None}
-    return Reply(status, _json({"error": error}))
+    return Reply(status, dump_json({"error": error}))
 
 
-def _json(value: Any) -> bytes:
+def dump_json(value: Any) -> bytes:
+    """`value` as compact UTF-8 JSON, the way every reply body is written."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 

@@ -16,7 +16,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ObservedCall:
-    """One chat-completions exchange on a route: what the agent sent and what the model said."""
+    """One model exchange on a route (chat completions or Responses): what was sent and said."""
 
     messages: tuple[Message, ...]
     """The request's messages, read from the wire."""

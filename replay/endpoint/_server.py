@@ -1,4 +1,4 @@
-"""An OpenAI-compatible chat-completions endpoint on 127.0.0.1 in front of plangate models.
+"""An OpenAI-compatible endpoint on 127.0.0.1 in front of plangate models.
 
 One `ThreadingHTTPServer` (HTTP/1.1 keep-alive, a daemon thread per connection) answers every
 route; every `Model.request` is awaited on one private event loop in its own daemon thread.
@@ -18,7 +18,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +43,12 @@ from plangate.replay.endpoint._exchange import (
     read_request,
 )
 from plangate.replay.endpoint._otlp import TRACES_PATH, traces_reply
+from plangate.replay.endpoint._responses import (
+    RESPONSES_PATH,
+    ResponsesRequest,
+    read_responses_request,
+    responses_reply,
+)
 from plangate.replay.endpoint._route import ObservedCall, Route
 from plangate.replay.endpoint._tools import TOOLS_PATH, ToolProvider, tools_reply
 
@@ -52,6 +58,11 @@ CHAT_PATH = "v1/chat/completions"
 """A route's chat-completions path, after `/r/{key}/`."""
 MODELS_PATH = "v1/models"
 """A route's model list, after `/r/{key}/`."""
+_READERS: dict[str, Callable[[bytes], ChatRequest | ResponsesRequest]] = {
+    CHAT_PATH: read_request,
+    RESPONSES_PATH: read_responses_request,
+}
+"""The model APIs a route serves (`POST`), by path: each reads its request."""
 _POLL_SECONDS = 0.05
 """How often the server checks for `close()`; the longest `close()` waits for it."""
 _MAX_BODY = 64 * 1024 * 1024
@@ -72,11 +83,14 @@ class _Open:
 
 
 class ModelEndpoint:
-    """Serves plangate models over the OpenAI chat-completions API on a local port.
+    """Serves plangate models over the OpenAI chat-completions and Responses APIs on a local port.
 
     Open one route per model (`open_route`) and point an agent's `OPENAI_BASE_URL` at the
-    route's `base_url`. A route answers `POST /r/{key}/v1/chat/completions` (streamed or not)
-    and `GET /r/{key}/v1/models`, and keeps every exchange in its `calls`. Point the agent's
+    route's `base_url`. A route answers `POST /r/{key}/v1/chat/completions` and
+    `POST /r/{key}/v1/responses` (each streamed or not) and `GET /r/{key}/v1/models`, and keeps
+    every exchange in its `calls`: a Responses request is read into the same messages and tools
+    as its chat-completions twin, so both record alike. The Responses API is served statelessly:
+    a request carries the whole conversation (`previous_response_id` is a 400). Point the agent's
     `OTEL_EXPORTER_OTLP_ENDPOINT` at the route's `otlp_endpoint` too, and its OTLP/HTTP exports
     (`POST /r/{key}/v1/traces`) land in the route's `spans`.
 
@@ -200,7 +214,7 @@ class ModelEndpoint:
         return self._server
 
     def _get(self, path: str) -> Reply:
-        found = self._find(path, MODELS_PATH, "GET")
+        found = self._find(path, (MODELS_PATH,), "GET")
         return found if isinstance(found, Reply) else models_reply(found.model_name)
 
     def _post(self, path: str, body: bytes, *, content_type: str = "", encoding: str = "") -> Reply:
@@ -212,16 +226,16 @@ class ModelEndpoint:
         open_ = self._routes.get(key) if r == "r" else None
         if open_ is not None and rest.startswith(f"{TOOLS_PATH}/"):
             return tools_reply(open_.tools, key, rest, body)
-        found = self._find(path, CHAT_PATH, "POST")
+        found = self._find(path, _READERS, "POST")
         if isinstance(found, Reply):
             return found
         try:
-            request = read_request(body)
+            request = _READERS[rest](body)
         except WireError as bad:
             return error_reply(400, str(bad), "invalid_request_error")
         return self._exchange(found, request)
 
-    def _find(self, path: str, expected: str, method: str) -> _Open | Reply:
+    def _find(self, path: str, expected: Collection[str], method: str) -> _Open | Reply:
         """The open route `path` names, or the 404 that says what is wrong."""
         r, key, rest = _parts(path)
         found = self._routes.get(key) if r == "r" else None
@@ -229,19 +243,20 @@ class ModelEndpoint:
             return error_reply(
                 404,
                 f"no route {key!r} on this endpoint: it was never opened or is closed "
-                f"(paths are /r/KEY/{CHAT_PATH} and /r/KEY/{MODELS_PATH})",
+                f"(paths are /r/KEY/{CHAT_PATH}, /r/KEY/{RESPONSES_PATH} and /r/KEY/{MODELS_PATH})",
                 "invalid_request_error",
             )
-        if rest != expected:
+        if rest not in expected:
             return error_reply(
                 404,
                 f"{method} /{rest} is not served on route {key!r}: use POST "
-                f"/r/{key}/{CHAT_PATH}, GET /r/{key}/{MODELS_PATH} or POST /r/{key}/{TRACES_PATH}",
+                f"/r/{key}/{CHAT_PATH}, POST /r/{key}/{RESPONSES_PATH}, GET /r/{key}/{MODELS_PATH} "
+                f"or POST /r/{key}/{TRACES_PATH}",
                 "invalid_request_error",
             )
         return found
 
-    def _exchange(self, found: _Open, request: ChatRequest) -> Reply:
+    def _exchange(self, found: _Open, request: ChatRequest | ResponsesRequest) -> Reply:
         """Await the model on the private loop, record the exchange, and answer."""
         loop = self._loop
         if loop is None:
@@ -259,12 +274,16 @@ class ModelEndpoint:
             found.route._observe(_observed(request, None, error, start))
             return error_reply(500, error, "server_error")
         found.route._observe(_observed(request, response, None, start))
+        model, number = response.model_name or found.model_name, next(self._ids)
+        created = start // 1_000_000_000
+        if isinstance(request, ResponsesRequest):
+            response_id = f"resp_plangate_{number}"
+            return responses_reply(
+                request, response, model=model, response_id=response_id, created=created
+            )
+        completion_id = f"chatcmpl-plangate-{number}"
         return completion_reply(
-            request,
-            response,
-            model=response.model_name or found.model_name,
-            completion_id=f"chatcmpl-plangate-{next(self._ids)}",
-            created=start // 1_000_000_000,
+            request, response, model=model, completion_id=completion_id, created=created
         )
 
 
@@ -284,7 +303,10 @@ def _describe(err: Exception) -> str:
 
 
 def _observed(
-    request: ChatRequest, response: ModelResponse | None, error: str | None, start: int
+    request: ChatRequest | ResponsesRequest,
+    response: ModelResponse | None,
+    error: str | None,
+    start: int,
 ) -> ObservedCall:
     return ObservedCall(
         messages=request.messages,

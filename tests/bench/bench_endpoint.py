@@ -1,9 +1,11 @@
 """The model endpoint's overhead per model call: through HTTP and a real client, against direct.
 
-One trivial model (a `FunctionModel` with a fixed answer) is called `CALLS` times four ways:
+One trivial model (a `FunctionModel` with a fixed answer) is called `CALLS` times five ways:
 directly (`await model.request(...)` on one event loop); through the endpoint with the sync
 `openai.OpenAI` client in this process (an in-process agent: the client, the server and the
-model loop share one interpreter lock); the same client in a child process (an agent in its own
+model loop share one interpreter lock), over chat completions and over the Responses API
+(`responses.create`, what the OpenAI Agents SDK's default model calls); the same client in a
+child process (an agent in its own
 process, the common case: what it measures is sent back); and a bare keep-alive `http.client`
 connection in this process (the endpoint's own share, without the client library's). Each call
 is timed alone with `perf_counter_ns`; the ways take turns over `ROUNDS` rounds, so that a slow
@@ -42,6 +44,7 @@ ASK: list[Message] = [UserMessage(content="Look at the numbers.")]
 WIRE_ASK: list[Any] = [{"role": "user", "content": "Look at the numbers."}]
 DIRECT = "direct (await model.request)"
 OPENAI = "endpoint, openai.OpenAI (sync), same process"
+RESPONSES = "endpoint, openai.OpenAI responses.create (sync), same process"
 CHILD = "endpoint, openai.OpenAI (sync), child process"
 RAW = "endpoint, http.client keep-alive, same process"
 CHILD_SCRIPT = """
@@ -133,8 +136,8 @@ def child_calls(base_url: str, count: int) -> list[float]:
 
 
 def run_all(calls: int = CALLS, rounds: int = ROUNDS) -> list[EndpointTiming]:
-    """Time the four ways; the direct one first."""
-    times: dict[str, list[float]] = {DIRECT: [], OPENAI: [], CHILD: [], RAW: []}
+    """Time the five ways; the direct one first."""
+    times: dict[str, list[float]] = {DIRECT: [], OPENAI: [], RESPONSES: [], CHILD: [], RAW: []}
     with ModelEndpoint() as endpoint:
         route = endpoint.open_route(model())
         host, port = endpoint.url.removeprefix("http://").split(":")
@@ -148,16 +151,22 @@ def run_all(calls: int = CALLS, rounds: int = ROUNDS) -> list[EndpointTiming]:
             reply = client.chat.completions.create(model="bench", messages=WIRE_ASK)
             assert reply.choices[0].message.content == ANSWER
 
+        def through_responses() -> None:
+            reply = client.responses.create(model="bench", input=WIRE_ASK)
+            assert reply.output_text == ANSWER
+
         def through_http() -> None:
             connection.request("POST", path, body, headers)
             assert ANSWER.encode() in connection.getresponse().read()
 
         try:
             direct_calls(WARMUP), timed(through_openai, WARMUP), timed(through_http, WARMUP)
+            timed(through_responses, WARMUP)
             for index in range(rounds):
                 share = calls // rounds + (index < calls % rounds)
                 times[DIRECT] += direct_calls(share)
                 times[OPENAI] += timed(through_openai, share)
+                times[RESPONSES] += timed(through_responses, share)
                 times[CHILD] += child_calls(route.base_url, share)
                 times[RAW] += timed(through_http, share)
         finally:

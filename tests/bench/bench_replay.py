@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from plangate.replay import GoldenDataset, read_dataset, replay_turn
-from plangate.replay.agents import AgentDriver, AgentSpec, record_agent, replay_agent_turn
+from plangate.replay.agents import AgentDriver, AgentSpec, record_agent
 from tests.conftest import REPO
 from tests.examples.sessions import SESSIONS
 
@@ -70,7 +70,7 @@ async def _boundary(spec: str) -> tuple[Callable[[], Awaitable[int]], AgentDrive
 
     async def run() -> int:
         for session, turn in pairs:
-            result = await replay_agent_turn(dataset, session, turn, driver=driver)
+            result = await replay_turn(dataset, session, turn, agent=driver)
             assert result.error is None and result.divergence is None, result.error
         return len(pairs)
 

@@ -49,6 +49,6 @@ def test_the_table_and_the_mistakes(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "nope" in unknown.stderr and "alyx" in unknown.stderr
     assert "Traceback" not in unknown.stderr
     twice = plangate("compare", "alyx", "alyx", "--gate", str(gate))
-    assert twice.returncode == 2 and "variant 'alyx' is given twice" in twice.stderr
+    assert twice.returncode == 2 and "'alyx' is given twice" in twice.stderr
     bad = plangate("compare", "alyx", "--gate", str(gate), "--evaluator", "speed")
     assert bad.returncode == 2 and "unknown evaluator 'speed'; choose from:" in bad.stderr

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from plangate.evaluators import RubricSet, evaluate, rubric_from_dict
-from plangate.replay import GoldenDataset, SessionRequest
-from plangate.replay.agents import AgentDriver, AgentSpec, replay_agent_turn
+from plangate.replay import GoldenDataset, SessionRequest, replay_turn
+from plangate.replay.agents import AgentDriver, AgentSpec
 from tests.conftest import REPO
 from tests.helpers import plangate
 
@@ -182,7 +182,7 @@ async def replay_all(
     keys = [(t["session_id"], t["turn_index"]) for t in dataset.turns.to_pylist()]
     async with AgentDriver(agent, jobs=jobs) as driver:
         return await asyncio.gather(
-            *(replay_agent_turn(dataset, s, k, driver=driver, model=model) for s, k in keys)
+            *(replay_turn(dataset, s, k, agent=driver, model=model) for s, k in keys)
         )
 
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from plangate.ci import telemetry
 from plangate.ci.phoenix._server import PhoenixServer
-from plangate.replay import ReplayResult, read_dataset, replay_turn
+from plangate.replay import ReferenceAgent, ReplayResult, read_dataset, replay_turn
 from tests.conftest import REPO
 
 GOLDEN = REPO / "datasets" / "observability-core"
@@ -70,7 +70,12 @@ def send_replayed_turn(
     wiring.provider.add_span_processor(SimpleSpanProcessor(memory))
     try:
         result = asyncio.run(
-            replay_turn(read_dataset(dataset), session, turn, tracer_provider=wiring.provider)
+            replay_turn(
+                read_dataset(dataset),
+                session,
+                turn,
+                agent=ReferenceAgent(tracer_provider=wiring.provider),
+            )  # fmt: skip
         )
     finally:
         wiring.shutdown()

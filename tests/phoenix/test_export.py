@@ -33,7 +33,7 @@ from plangate.ci.phoenix._server import PhoenixServer, free_port
 from plangate.ci.phoenix._transport import HttpOutcomes, RetryingExporter
 from plangate.ci.phoenix.names import URL_ENV, new_run_id
 from plangate.harness.semconv import ORIGINAL_SESSION_ID, PROJECT_NAME, SESSION_ID
-from plangate.replay import SessionRequest, read_dataset, record, replay_turn
+from plangate.replay import ReferenceAgent, SessionRequest, read_dataset, record, replay_turn
 from tests.conftest import REPO
 
 GOLDEN = REPO / "datasets" / "observability-core"
@@ -68,7 +68,9 @@ def test_phoenix_sees_namespaced_copies_and_the_trace_table_the_original_ids() -
             dataset,
             SESSION,
             0,
-            span_processor=export.processor(dataset=dataset.name, variant=variant),
+            agent=ReferenceAgent(
+                span_processor=export.processor(dataset=dataset.name, variant=variant)
+            ),
         )
     )
     # Not by the batch processor's timer (an hour): the turn's root span ended, so its trace

@@ -19,6 +19,7 @@ from plangate.replay import (
     SessionRequest,
     dataset_from_traces,
     read_dataset,
+    replay_turn,
     write_dataset,
 )
 from plangate.replay.agents import (
@@ -27,7 +28,6 @@ from plangate.replay.agents import (
     AgentSpec,
     record_agent,
     recorded_agent,
-    replay_agent_turn,
 )
 from tests.helpers import readme_agent
 
@@ -89,7 +89,7 @@ async def test_every_turn_replays_identically_with_the_strict_cassette(tmp_path:
     dataset = read_dataset(write_dataset(await record(AgentSpec.of(AGENT)), tmp_path / "g"))
     async with AgentDriver(AgentSpec.of(AGENT), jobs=2) as driver:
         results = [
-            await replay_agent_turn(dataset, s, k, driver=driver)
+            await replay_turn(dataset, s, k, agent=driver)
             for s in ("s0", "s1", "s2")
             for k in (0, 1)
         ]
@@ -101,7 +101,7 @@ async def test_a_changed_agent_is_caught_by_the_strict_cassette(tmp_path: Path) 
     dataset = await record(AgentSpec.of(AGENT))
     changed = AgentSpec.of(AGENT, {"kwargs": {"tools": ["track_shipment"]}})
     async with AgentDriver(changed) as driver:
-        result = await replay_agent_turn(dataset, "s0", 0, driver=driver)
+        result = await replay_turn(dataset, "s0", 0, agent=driver)
     assert result.error is not None
     assert "no longer matches the recording: offered tools" in result.error
     assert "get_refund_policy" in result.error
@@ -112,7 +112,7 @@ async def test_a_command_agent_is_recorded_and_replayed(tmp_path: Path) -> None:
     dataset = await record(agent, REQUESTS[:2])
     assert [t["stop_reason"] for t in dataset.turns.to_pylist()] == ["finished"] * 4
     async with AgentDriver(agent) as driver:
-        results = [await replay_agent_turn(dataset, "s1", k, driver=driver) for k in (0, 1)]
+        results = [await replay_turn(dataset, "s1", k, agent=driver) for k in (0, 1)]
     assert [(r.error, r.divergence) for r in results] == [(None, None)] * 2
 
 
@@ -224,7 +224,7 @@ async def test_a_replayed_turns_model_goes_on_with_the_sessions_call_ids(tmp_pat
         for c in json.loads(e["response"])["message"].get("tool_calls") or ()
     ]
     async with AgentDriver(AgentSpec.of(AGENT)) as driver:
-        result = await replay_agent_turn(dataset, "s0", 1, driver=driver, model="sim:diligent")
+        result = await replay_turn(dataset, "s0", 1, agent=driver, model="sim:diligent")
     assert (result.error, result.divergence) == (None, None)
     assert result.table is not None
     replayed = [r["tool_call_id"] for r in result.table.to_pylist() if r["span_kind"] == "TOOL"]
@@ -246,9 +246,7 @@ async def test_a_golden_built_from_an_agents_traces_replays_through_the_agent(
     ]
     async with AgentDriver(AgentSpec.of(AGENT)) as driver:
         results = [
-            await replay_agent_turn(dataset, s, k, driver=driver)
-            for s in ("s0", "s1")
-            for k in (0, 1)
+            await replay_turn(dataset, s, k, agent=driver) for s in ("s0", "s1") for k in (0, 1)
         ]
     assert [(r.error, r.divergence) for r in results] == [(None, None)] * 4
 

@@ -15,6 +15,7 @@ import pytest
 from plangate.harness import OutputError
 from plangate.replay import (
     GoldenDataset,
+    ReferenceAgent,
     SessionRequest,
     dataset_from_traces,
     read_dataset,
@@ -89,14 +90,16 @@ def test_strict_cassette_replay_reproduces_every_turn(golden: Path) -> None:
 
 def test_another_variant_on_a_simulated_model_diverges_at_step_0(golden: Path) -> None:
     dataset = read_dataset(golden)
-    result = asyncio.run(replay_turn(dataset, "s1", 0, variant="naive", model="sim:diligent"))
+    result = asyncio.run(
+        replay_turn(dataset, "s1", 0, agent=ReferenceAgent("naive"), model="sim:diligent")
+    )
     assert result.divergence is not None and result.divergence.step == 0
     assert result.divergence.recorded is not None
     assert result.divergence.recorded.startswith("call todo_write")
 
 
 def test_strict_cassette_with_another_variant_names_the_first_difference(golden: Path) -> None:
-    result = asyncio.run(replay_turn(read_dataset(golden), "s1", 0, variant="naive"))
+    result = asyncio.run(replay_turn(read_dataset(golden), "s1", 0, agent=ReferenceAgent("naive")))
     assert result.error is not None
     assert "model call 1 no longer matches the recording" in result.error
     assert "offered tools" in result.error

@@ -24,6 +24,7 @@ from plangate.replay import (
     SessionRequest,
     ToolRecord,
     read_dataset,
+    replay_turn,
     write_dataset,
 )
 from plangate.replay.agents import (
@@ -34,7 +35,6 @@ from plangate.replay.agents import (
     TurnInput,
     hermetic,
     record_agent,
-    replay_agent_turn,
 )
 from plangate.replay.endpoint import CassetteTools, ModelEndpoint, ToolAnswer
 from tests.agents import hermetic_agent
@@ -70,7 +70,7 @@ async def replay(
     dataset: GoldenDataset, agent: AgentSpec, keys: Sequence[tuple[str, int]], **kw: Any
 ) -> list[Any]:
     async with AgentDriver(agent, jobs=2) as driver:
-        return [await replay_agent_turn(dataset, s, k, driver=driver, **kw) for s, k in keys]
+        return [await replay_turn(dataset, s, k, agent=driver, **kw) for s, k in keys]
 
 
 def cassette_rows(dataset: GoldenDataset) -> list[tuple[Any, ...]]:

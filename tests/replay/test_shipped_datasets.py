@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from plangate.replay import read_dataset, replay_turn, validate_dataset
+from plangate.replay import ReferenceAgent, read_dataset, replay_turn, validate_dataset
 from tests.conftest import REPO
 
 DATASETS = sorted(p for p in (REPO / "datasets").iterdir() if (p / "manifest.json").is_file())
@@ -56,7 +56,7 @@ def test_another_variant_diverges_and_the_report_names_the_first_step() -> None:
             dataset,
             planned["session_id"],
             planned["turn_index"],
-            variant="naive",
+            agent=ReferenceAgent("naive"),
             model="sim:diligent",
         )
     )
@@ -68,7 +68,9 @@ def test_another_variant_diverges_and_the_report_names_the_first_step() -> None:
         "call todo_write"
     )
     strict = asyncio.run(
-        replay_turn(dataset, planned["session_id"], planned["turn_index"], variant="naive")
+        replay_turn(
+            dataset, planned["session_id"], planned["turn_index"], agent=ReferenceAgent("naive")
+        )
     )
     assert strict.error is not None and strict.error.startswith(
         "model call 1 no longer matches the recording: offered tools"
