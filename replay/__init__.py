@@ -53,6 +53,7 @@ from plangate.replay._replay import (
     replay_turn,
 )
 from plangate.replay._spans import SpanEvent, SpanRecord
+from plangate.replay._table_spans import spans_from_table
 from plangate.replay.importers import (
     from_phoenix_dataframe,
     import_formats,
@@ -132,6 +133,7 @@ __all__ = [
     "replay_turn",
     "rows_from_messages",
     "rows_from_spans",
+    "spans_from_table",
     "steps",
     "to_utc",
     "trace_table_provider",

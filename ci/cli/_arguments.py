@@ -349,7 +349,15 @@ def _phoenix(commands: Commands) -> None:
         session_filter(command)
         talk_to_phoenix(command, project=GOLDEN_PROJECT, what="that holds the recorded spans")
     experimenting.add_argument(
-        "--variant", action="append", required=True, help="a variant: name or .toml (repeatable)"
+        "--variant", action="append", default=[], help="a variant: name or .toml (repeatable)"
+    )
+    experimenting.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="your agent: python:..., command:..., http:..., or a .toml file naming an agent "
+        "and its env, args and kwargs (repeatable; with or without --variant)",
     )
     experimenting.add_argument("--model", required=True, help=f"the model: {REPLAY_MODEL}")
     tool_source(experimenting)

@@ -37,6 +37,7 @@ from plangate.replay import (
     read_table,
     redacted_count,
     replay_turn,
+    spans_from_table,
     write_dataset,
     write_table,
 )
@@ -173,18 +174,20 @@ async def _replay_all(
 
         async def one(session: str, turn: int) -> ReplayResult:
             given = (agents or {}).get(session)
+            label = given.label if given is not None else args.variant
+            processor = replay_processor(export, dataset, session, label)
             agent = (
                 drivers[given.label]
                 if given is not None
-                else ReferenceAgent(
-                    args.variant,
-                    span_processor=replay_processor(export, dataset, session, args.variant),
-                )
+                else ReferenceAgent(args.variant, span_processor=processor)
             )
             async with gate:
                 result = await replay_turn(
                     dataset, session, turn, agent=agent, model=args.model, tools=args.tools
                 )
+            if given is not None and processor is not None and result.table is not None:
+                for span in spans_from_table(result.table):  # a team's agent's, after its turn
+                    processor.on_end(span)
             progress.advance(task)
             return result
 

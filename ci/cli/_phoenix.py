@@ -2,7 +2,7 @@
 
     plangate phoenix annotate SCORES.parquet TABLE.parquet
     plangate phoenix dataset DATASET
-    plangate phoenix experiment DATASET --variant V [--variant V2] --model SPEC
+    plangate phoenix experiment DATASET [--variant V]... [--agent SPEC]... --model SPEC
     plangate dataset from-phoenix --phoenix-url URL --phoenix-project P [--session ID]... -o PATH
 
 Every command that talks to Phoenix takes `--phoenix-url` (default: $PLANGATE_PHOENIX_URL, or
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from plangate.ci.cli._exporting import phoenix_project, phoenix_url
+from plangate.ci.gate import side_of
 from plangate.ci.phoenix import (
     annotate,
     check_experiment,
@@ -27,8 +28,9 @@ from plangate.ci.phoenix import (
     run_experiment,
 )
 from plangate.evaluators.scores import EVALUATOR, FAIL, OUTCOME, read_scores
-from plangate.harness import check_output
+from plangate.harness import PlangateError, check_output
 from plangate.replay import MANIFEST, read_table
+from plangate.replay.agents import AgentSpec
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 if TYPE_CHECKING:
@@ -88,8 +90,14 @@ def mirror(args: argparse.Namespace) -> int:
 
 
 def experiments(args: argparse.Namespace) -> int:
-    """`plangate phoenix experiment DATASET --variant V... --model SPEC`: variants side by side."""
-    check_experiment(args.dataset, args.variant, model=args.model, evaluators=args.evaluator)
+    """`plangate phoenix experiment DATASET --variant V... --agent A... --model M`: side by side."""
+    if not args.variant and not args.agent:
+        raise PlangateError("give at least one --variant (plangate's agent) or --agent (yours)")
+    agents = [side_of(text, model=args.model, tools=args.tools).agent for text in args.agent]
+    chosen: list[str | AgentSpec] = [*args.variant, *(a for a in agents if a is not None)]
+    if len(chosen) < len(args.variant) + len(args.agent):
+        raise PlangateError("--agent names an agent; give a harness variant with --variant")
+    check_experiment(args.dataset, chosen, model=args.model, evaluators=args.evaluator)
     client = _client(args)  # only once every input is known good
     mirrored = _mirror(args, client)
     ran = [
@@ -102,7 +110,7 @@ def experiments(args: argparse.Namespace) -> int:
             tools=args.tools,
             evaluators=args.evaluator,
         )  # fmt: skip
-        for variant in args.variant
+        for variant in chosen
     ]
     for experiment in ran:
         scores = ", ".join(

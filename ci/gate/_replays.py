@@ -18,7 +18,13 @@ from opentelemetry.sdk.trace import SpanProcessor
 from plangate.ci.gate._gate_file import GateFile, Side
 from plangate.ci.gate._scores import Case, with_agent_spans
 from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate
-from plangate.replay import GoldenDataset, ReferenceAgent, concat_tables, replay_turn
+from plangate.replay import (
+    GoldenDataset,
+    ReferenceAgent,
+    concat_tables,
+    replay_turn,
+    spans_from_table,
+)
 from plangate.replay.agents import AgentDriver
 from plangate.replay.schema import EVENTS, SESSION_ID, SPAN_KIND, TRIAL, TURN_INDEX
 
@@ -83,6 +89,9 @@ async def replay_scores(
                 tools=side.tools, seed=seed, endpoint=gate.endpoint,  # type: ignore[arg-type]
             )  # fmt: skip
         assert result.table is not None
+        if driver is not None and extra is not None:  # a team's agent's spans, sent after
+            for span in spans_from_table(result.table):
+                extra.on_end(span)
         return result.table
 
     driver = AgentDriver(side.agent, jobs=gate.jobs) if side.agent is not None else None

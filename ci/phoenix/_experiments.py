@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
+from opentelemetry.trace import SpanContext
 
 from plangate.ci._rubrics import turn_rubrics
 from plangate.ci.phoenix._annotations import shorten
@@ -58,7 +59,9 @@ from plangate.replay import (
     TraceTableExporter,
     read_dataset,
     replay_turn,
+    spans_from_table,
 )
+from plangate.replay.agents import AgentDriver, AgentSpec
 
 if TYPE_CHECKING:
     from phoenix.client import Client
@@ -100,7 +103,7 @@ def run_experiment(
     client: Client,
     phoenix_dataset: PhoenixDataset | str,
     dataset_path: str | Path,
-    variant: str,
+    variant: str | AgentSpec,
     *,
     model: str,
     tools: ToolSource = "cassette",
@@ -113,7 +116,9 @@ def run_experiment(
     The task replays the turn (`replay_turn` with `model` and `tools`; it runs its own
     event loop, since Phoenix's experiment tasks are synchronous) and returns the replay's
     summary: answer, stop reason, steps, divergence. The replay's spans go to the experiment's
-    trace project under Phoenix's task span (their `session.id` namespaced). Each evaluator is a
+    trace project under Phoenix's task span (their `session.id` namespaced): the reference
+    agent's as they end, a team's agent's (`variant` an `AgentSpec`) from its replay's trace
+    table, after the turn. Each evaluator is a
     plangate evaluator applied to the replay's trace table, with the golden turn's rubric; it
     gives Phoenix the score, label and explanation.
 
@@ -122,7 +127,7 @@ def run_experiment(
         phoenix_dataset: The mirrored dataset (`mirror_dataset`), or a Phoenix dataset's name
             or id whose examples carry `session_id` and `turn_index` metadata.
         dataset_path: The golden dataset folder the examples came from.
-        variant: The harness variant (name or .toml path).
+        variant: The harness variant (name or .toml path), or a team's agent.
         model: `cassette`, `cassette-lenient`, `sim:NAME` or `openai:MODEL`.
         tools: Tool results from the cassette or live.
         evaluators: Plangate evaluators (default: all).
@@ -133,7 +138,8 @@ def run_experiment(
     names = _evaluator_names(evaluators, sorted(registered()))
     _check_options(golden, variant, model)
     rubrics = turn_rubrics(golden, str(dataset_path))
-    title = name or f"{variant} · {model}"
+    label = variant if isinstance(variant, str) else variant.label
+    title = name or f"{label} · {model}"
     with phoenix_errors(client, f"running experiment {title!r}"):
         dataset = _phoenix_dataset(client, phoenix_dataset)
         _check_examples(dataset, golden)
@@ -151,9 +157,9 @@ def run_experiment(
             task=replays.task(),
             evaluators={n: replays.evaluator(n) for n in names},
             experiment_name=title,
-            experiment_description=f"plangate replay of {golden.name!r} with variant {variant!r}",
+            experiment_description=f"plangate replay of {golden.name!r} with {label!r}",
             experiment_metadata={
-                "variant": variant,
+                "variant": label,
                 "model": model,
                 "tools": tools,
                 "golden_dataset": golden.name,
@@ -162,12 +168,12 @@ def run_experiment(
             print_summary=False,
             timeout=timeout,
         )
-    return _experiment_record(client, ran, title, variant=variant, model=model, tools=tools)
+    return _experiment_record(client, ran, title, variant=label, model=model, tools=tools)
 
 
 def check_experiment(
     dataset_path: str | Path,
-    variants: Sequence[str],
+    variants: Sequence[str | AgentSpec],
     *,
     model: str,
     evaluators: Sequence[str] | None = None,
@@ -195,9 +201,10 @@ def _evaluator_names(chosen: Sequence[str] | None, known: list[str]) -> list[str
     return names
 
 
-def _check_options(golden: GoldenDataset, variant: str, model: str) -> None:
+def _check_options(golden: GoldenDataset, variant: str | AgentSpec, model: str) -> None:
     """Fail before the experiment on an unknown variant or model (the error names the choices)."""
-    load_variant(variant)
+    if isinstance(variant, str):
+        load_variant(variant)
     if model not in CASSETTE_MODELS:
         for domain in sorted({str(d) for d in golden.sessions["domain"].to_pylist() if d}):
             model_from_spec(model, domain=get_domain(domain))
@@ -239,7 +246,7 @@ class _Replays:
         rubrics: RubricSet,
         names: list[str],
         *,
-        variant: str,
+        variant: str | AgentSpec,
         model: str,
         tools: ToolSource,
         endpoint: str,
@@ -251,7 +258,9 @@ class _Replays:
         self.model = model
         self.tools: ToolSource = tools
         self.endpoint = endpoint
-        self.namespace = namespace(golden.name, variant)
+        stem = Path(variant).stem if isinstance(variant, str) else "agent"
+        self.stem = stem
+        self.namespace = namespace(golden.name, stem)
         self.scores: dict[str, dict[str, Any]] = {}
 
     def task(self) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
@@ -260,15 +269,21 @@ class _Replays:
         def task(metadata: Mapping[str, Any]) -> dict[str, Any]:
             from opentelemetry import trace
 
-            trace_id = format(trace.get_current_span().get_span_context().trace_id, "032x")
-            replay = self._replay(str(metadata["session_id"]), int(metadata["turn_index"]))
+            context = trace.get_current_span().get_span_context()
+            trace_id = format(context.trace_id, "032x")
+            case = (str(metadata["session_id"]), int(metadata["turn_index"]))
+            replay = (
+                self._replay(*case)
+                if isinstance(self.variant, str)
+                else self._agent(*case, context)
+            )
             result, table = run_coroutine(replay)
             scores = evaluate(table, self.rubrics, names=self.names)
             self.scores[trace_id] = {row[EVALUATOR]: row for row in scores.to_pylist()}
             return _replay_output(result)
 
         # Phoenix names the run's root span after the task: "Task: replay_<variant>".
-        task.__name__ = task.__qualname__ = f"replay_{Path(self.variant).stem}"
+        task.__name__ = task.__qualname__ = f"replay_{self.stem}"
         return task
 
     def evaluator(self, name: str) -> Callable[[str | None], dict[str, Any]]:
@@ -296,6 +311,7 @@ class _Replays:
         return evaluate_run
 
     async def _replay(self, session_id: str, turn_index: int) -> tuple[ReplayResult, pa.Table]:
+        assert isinstance(self.variant, str)
         provider, memory = _replay_provider(self.endpoint, self.namespace)
         try:
             result = await replay_turn(
@@ -309,6 +325,26 @@ class _Replays:
         finally:
             provider.shutdown()  # flushes this run's spans to Phoenix
         return result, memory.table()
+
+    async def _agent(
+        self, session_id: str, turn_index: int, under: SpanContext
+    ) -> tuple[ReplayResult, pa.Table]:
+        """A team's agent's replay (a driver of its own: each task has its own event loop)."""
+        assert isinstance(self.variant, AgentSpec)
+        async with AgentDriver(self.variant) as driver:
+            result = await replay_turn(
+                self.golden, session_id, turn_index, agent=driver, model=self.model,
+                tools=self.tools,
+            )  # fmt: skip
+        assert result.table is not None
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = NamespacedSessions(OTLPSpanExporter(endpoint=self.endpoint), self.namespace)
+        try:
+            exporter.export(spans_from_table(result.table, under=under))
+        finally:
+            exporter.shutdown()
+        return result, result.table
 
 
 def _replay_provider(endpoint: str, prefix: str) -> tuple[TracerProvider, Any]:
