@@ -7,7 +7,9 @@
 - `_observed`: a turn as the endpoint saw it (its messages, steps, trace-table rows);
 - `_golden`: recording an agent's sessions as a golden dataset, and replaying its turns;
 - `_hermetic`: `hermetic`, a wrapper that makes a Python agent's function tools recorded and
-  replayed from the cassette.
+  replayed from the cassette;
+- `_reference`: plangate's own agent behind the boundary
+  (`python:plangate.replay.agents:reference`).
 
 Imports `plangate.harness`, the rest of `plangate.replay` and its endpoint.
 """
@@ -26,6 +28,7 @@ from plangate.replay.agents._boundary import (
 from plangate.replay.agents._driver import AgentDriver, DrivenTurn
 from plangate.replay.agents._golden import record_agent, recorded_agent
 from plangate.replay.agents._hermetic import HermeticError, ReplayedToolError, hermetic
+from plangate.replay.agents._reference import reference
 from plangate.replay.agents._runners import runner_for
 
 __all__ = [
@@ -45,5 +48,6 @@ __all__ = [
     "hermetic",
     "record_agent",
     "recorded_agent",
+    "reference",
     "runner_for",
 ]

@@ -3,7 +3,7 @@
 Each agent replays every turn of a golden recorded from it, one turn at a time, with the strict
 cassette (what `plangate replay` does by default): plangate's reference agent in process
 (`replay_turn` on `support-desk`), and through the agent boundary and the local model endpoint
-the plain-`openai` test agent and the two framework examples in process (`python:`), and the
+the same reference agent as a team's would plug in, the plain-`openai` test agent and the two framework examples in process (`python:`), and the
 OpenAI Agents SDK example as a separate process (`command:`). The boundary agents' goldens are
 recorded here first (the examples' ten sessions, `sim:diligent`). Rounds alternate between the
 agents, so that a slow spell of a shared machine slows each alike; the figure is the median
@@ -29,6 +29,7 @@ from tests.examples.sessions import SESSIONS
 
 ROUNDS = 3
 AGENTS = {
+    "reference agent, alyx (python:, behind the boundary)": "python:plangate.replay.agents:reference",
     "plain openai client (python:)": "python:tests.agents.support_agent:make",
     "OpenAI Agents SDK (python:)": "python:examples.support_openai_agents.agent:make",
     "pydantic-ai (python:)": "python:examples.support_pydantic_ai.agent:make",
