@@ -30,7 +30,14 @@ from plangate.harness._messages import (
     Usage,
     UserMessage,
 )
-from plangate.harness.models._wire import EMPTY_PARAMETERS, WireError, snippet
+from plangate.harness.models._wire import (
+    EMPTY_PARAMETERS,
+    WireError,
+    json_object,
+    nonempty,
+    snippet,
+    text_parts,
+)
 
 TEXT_PARTS = ("input_text", "output_text")
 """The content part types read as text; any other part (an image, a file) is refused."""
@@ -57,7 +64,7 @@ def responses_input_from_wire(instructions: Any, items: Any) -> list[Message]:
     """
     conversation = _Conversation()
     if instructions is not None:
-        conversation.add(SystemMessage(content=_string(instructions, "instructions")))
+        conversation.add(SystemMessage(content=nonempty(instructions, "instructions")))
     if isinstance(items, str):
         conversation.add(UserMessage(content=items))
     elif isinstance(items, list):
@@ -99,7 +106,7 @@ def check_responses_tool_choice(choice: Any, tools: list[ToolDefinition]) -> Non
             f"tool_choice: expected one of {', '.join(TOOL_CHOICES)} or "
             f"{{'type': 'function', 'name': ...}}, got {snippet(choice)}"
         )
-    name = _string(choice.get("name"), "tool_choice.name")
+    name = nonempty(choice.get("name"), "tool_choice.name")
     if name not in {tool.name for tool in tools}:
         raise WireError(f"tool_choice.name: {name!r} is not one of the request's tools")
 
@@ -139,7 +146,7 @@ class _Conversation:
 
 
 def _read_item(item: Any, where: str, conversation: _Conversation) -> None:
-    item = _object(item, where)
+    item = json_object(item, where)
     kind = item.get("type", "message")
     reader = _ITEM_READERS.get(kind) if isinstance(kind, str) else None
     if reader is None:
@@ -152,7 +159,7 @@ def _read_item(item: Any, where: str, conversation: _Conversation) -> None:
 
 def _message(item: dict[str, Any], where: str, conversation: _Conversation) -> None:
     role = item.get("role")
-    content = _content(item.get("content"), f"{where}.content")
+    content = text_parts(item.get("content"), f"{where}.content", TEXT_PARTS)
     if role == "assistant":
         conversation.say(content)
     elif role == "user":
@@ -171,21 +178,21 @@ def _function_call(item: dict[str, Any], where: str, conversation: _Conversation
         raise WireError(f"{where}.arguments: expected a JSON text, got {snippet(arguments)}")
     conversation.call(
         ToolCall(
-            id=_string(item.get("call_id"), f"{where}.call_id"),
-            name=_string(item.get("name"), f"{where}.name"),
+            id=nonempty(item.get("call_id"), f"{where}.call_id"),
+            name=nonempty(item.get("name"), f"{where}.name"),
             arguments=arguments,
         )
     )
 
 
 def _function_output(item: dict[str, Any], where: str, conversation: _Conversation) -> None:
-    call_id = _string(item.get("call_id"), f"{where}.call_id")
+    call_id = nonempty(item.get("call_id"), f"{where}.call_id")
     output = item.get("output")
     conversation.add(
         ToolMessage(
             tool_call_id=call_id,
             name=conversation.names.get(call_id, ""),
-            content=output if isinstance(output, str) else _content(output, f"{where}.output"),
+            content=text_parts(output, f"{where}.output", TEXT_PARTS),
         )
     )
 
@@ -198,7 +205,7 @@ _ITEM_READERS: dict[str, Callable[[dict[str, Any], str, _Conversation], None]] =
 
 
 def _tool(tool: Any, where: str) -> ToolDefinition:
-    tool = _object(tool, where)
+    tool = json_object(tool, where)
     if tool.get("type") != "function":
         raise WireError(
             f"{where}.type: only 'function' tools are served, got {snippet(tool.get('type'))}"
@@ -211,43 +218,10 @@ def _tool(tool: Any, where: str) -> ToolDefinition:
             f"{where}.parameters: expected a JSON schema object, got {snippet(parameters)}"
         )
     return ToolDefinition(
-        name=_string(tool.get("name"), f"{where}.name"),
+        name=nonempty(tool.get("name"), f"{where}.name"),
         description=description or "",
         parameters=dict(EMPTY_PARAMETERS) if parameters is None else parameters,
     )
-
-
-def _content(content: Any, where: str) -> str:
-    """A content value: a string, or a list of text parts joined by newlines."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise WireError(
-            f"{where}: expected a string or a list of text parts, got {snippet(content)}"
-        )
-    texts = []
-    for index, part in enumerate(content):
-        part = _object(part, f"{where}[{index}]")
-        text = part.get("text")
-        if part.get("type") not in TEXT_PARTS or not isinstance(text, str):
-            raise WireError(
-                f"{where}[{index}]: only text parts are served "
-                f"({{'type': 'input_text' or 'output_text', 'text': ...}}), got {snippet(part)}"
-            )
-        texts.append(text)
-    return "\n".join(texts)
-
-
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise WireError(f"{where}: expected an object, got {snippet(value)}")
-    return value
-
-
-def _string(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise WireError(f"{where}: expected a non-empty string, got {snippet(value)}")
-    return value
 
 
 # -- harness → wire: the answer ---------------------------------------------------------------

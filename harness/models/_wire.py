@@ -360,7 +360,7 @@ def _tool_from_wire(tool: Any, where: str) -> ToolDefinition:
         raise WireError(
             f"{where}.type: only 'function' tools are supported, got {snippet(tool.get('type'))}"
         )
-    function = _object(tool.get("function"), f"{where}.function")
+    function = json_object(tool.get("function"), f"{where}.function")
     description = function.get("description")
     if description is not None and not isinstance(description, str):
         raise WireError(
@@ -374,23 +374,23 @@ def _tool_from_wire(tool: Any, where: str) -> ToolDefinition:
             f"{where}.function.parameters: expected a JSON schema object, got {snippet(parameters)}"
         )
     return ToolDefinition(
-        name=_name(function.get("name"), f"{where}.function.name"),
+        name=nonempty(function.get("name"), f"{where}.function.name"),
         description=description or "",
         parameters=parameters,
     )
 
 
 def _system(item: dict[str, Any], where: str, names: dict[str, str]) -> Message:
-    return SystemMessage(content=_text(item.get("content"), f"{where}.content"))
+    return SystemMessage(content=text_parts(item.get("content"), f"{where}.content"))
 
 
 def _user(item: dict[str, Any], where: str, names: dict[str, str]) -> Message:
-    return UserMessage(content=_text(item.get("content"), f"{where}.content"))
+    return UserMessage(content=text_parts(item.get("content"), f"{where}.content"))
 
 
 def _assistant(item: dict[str, Any], where: str, names: dict[str, str]) -> Message:
     content = item.get("content")
-    text = "" if content is None else _text(content, f"{where}.content")
+    text = "" if content is None else text_parts(content, f"{where}.content")
     calls = item.get("tool_calls")
     if calls is None:
         calls = []
@@ -402,12 +402,12 @@ def _assistant(item: dict[str, Any], where: str, names: dict[str, str]) -> Messa
 
 
 def _tool(item: dict[str, Any], where: str, names: dict[str, str]) -> Message:
-    call_id = _name(item.get("tool_call_id"), f"{where}.tool_call_id")
+    call_id = nonempty(item.get("tool_call_id"), f"{where}.tool_call_id")
     own = item.get("name")
     return ToolMessage(
         tool_call_id=call_id,
         name=names.get(call_id) or (own if isinstance(own, str) else ""),
-        content=_text(item.get("content"), f"{where}.content"),
+        content=text_parts(item.get("content"), f"{where}.content"),
     )
 
 
@@ -421,26 +421,26 @@ _READERS: dict[str, Callable[[dict[str, Any], str, dict[str, str]], Message]] = 
 
 
 def _call(call: Any, where: str) -> ToolCall:
-    call = _object(call, where)
+    call = json_object(call, where)
     if call.get("type", "function") != "function":
         raise WireError(
             f"{where}.type: only 'function' calls are supported, got {snippet(call.get('type'))}"
         )
-    function = _object(call.get("function"), f"{where}.function")
+    function = json_object(call.get("function"), f"{where}.function")
     arguments = function.get("arguments")
     if not isinstance(arguments, str):
         raise WireError(
             f"{where}.function.arguments: expected a JSON text, got {snippet(arguments)}"
         )
     return ToolCall(
-        id=_name(call.get("id"), f"{where}.id"),
-        name=_name(function.get("name"), f"{where}.function.name"),
+        id=nonempty(call.get("id"), f"{where}.id"),
+        name=nonempty(function.get("name"), f"{where}.function.name"),
         arguments=arguments,
     )
 
 
-def _text(content: Any, where: str) -> str:
-    """A content value: a string, or a list of text parts joined by newlines."""
+def text_parts(content: Any, where: str, types: tuple[str, ...] = ("text",)) -> str:
+    """A content value: a string, or a list of text parts (of `types`) joined by newlines."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -449,24 +449,27 @@ def _text(content: Any, where: str) -> str:
         )
     texts = []
     for index, part in enumerate(content):
-        part = _object(part, f"{where}[{index}]")
+        part = json_object(part, f"{where}[{index}]")
         text = part.get("text")
-        if part.get("type") != "text" or not isinstance(text, str):
+        if part.get("type") not in types or not isinstance(text, str):
+            named = " or ".join(repr(t) for t in types)
             raise WireError(
                 f"{where}[{index}]: only text parts are supported "
-                f"({{'type': 'text', 'text': ...}}), got {snippet(part)}"
+                f"({{'type': {named}, 'text': ...}}), got {snippet(part)}"
             )
         texts.append(text)
     return "\n".join(texts)
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
+def json_object(value: Any, where: str) -> dict[str, Any]:
+    """`value` if it is a JSON object; else a `WireError` naming `where`."""
     if not isinstance(value, dict):
         raise WireError(f"{where}: expected an object, got {snippet(value)}")
     return value
 
 
-def _name(value: Any, where: str) -> str:
+def nonempty(value: Any, where: str) -> str:
+    """`value` if it is a non-empty string; else a `WireError` naming `where`."""
     if not isinstance(value, str) or not value:
         raise WireError(f"{where}: expected a non-empty string, got {snippet(value)}")
     return value

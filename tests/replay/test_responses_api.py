@@ -29,10 +29,10 @@ from plangate.harness import (
     ToolCall,
     ToolDefinition,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from plangate.replay.endpoint import ModelEndpoint, Route
+from tests.replay.test_model_endpoint import CALLS, TEXT
 
 set_tracing_disabled(True)  # the Agents SDK would export its traces to OpenAI
 
@@ -50,19 +50,6 @@ ADD: Any = {
     "strict": True,
 }
 CHAT_ADD: Any = {"type": "function", "function": {k: v for k, v in ADD.items() if k != "type"}}
-USAGE = Usage(prompt_tokens=12, completion_tokens=7)
-TEXT = ModelResponse(message=AssistantMessage(content="It is 5."), usage=USAGE, model_name="m-1")
-CALLS = ModelResponse(
-    message=AssistantMessage(
-        content="Let me add.",
-        tool_calls=(
-            ToolCall.of("add", "call_1", a=2, b=3),
-            ToolCall(id="call_2", name="add", arguments='{"a": 40, "b": 2}'),
-        ),
-    ),
-    usage=USAGE,
-    model_name="m-1",
-)
 ASKED = "What are 2 + 3 and 40 + 2?"
 # One conversation, as the two APIs carry it: the messages the route must record for both.
 CONVERSATION: tuple[Message, ...] = (
@@ -364,7 +351,7 @@ def test_previous_response_id_is_refused(endpoint: ModelEndpoint) -> None:
         ({"input": [{"role": "critic", "content": "hm"}]}, "input[0].role"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
-            "input[0].content[0]: only text parts are served",
+            "input[0].content[0]: only text parts are supported",
         ),
         (
             {"input": [{"role": "user", "content": "hi"}, {"type": "function_call_output"}]},
