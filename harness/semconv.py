@@ -105,6 +105,10 @@ class GenAI:
     INPUT_MESSAGES: Final = "gen_ai.input.messages"
     """The chat history sent to the model: structured, or its JSON text."""
     OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+    SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+    """The instructions sent apart from the chat history (a list of parts)."""
+    TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+    """The tools offered to the model (a list of `{type, name, description, parameters}`)."""
 
     # values of `gen_ai.operation.name`
     CHAT: Final = "chat"
@@ -131,6 +135,8 @@ class PydanticAI:
     TOOL_RESPONSE: Final = "tool_response"
     FINAL_RESULT: Final = "final_result"
     """On the agent run span: the run's output."""
+    REQUEST_PARAMETERS: Final = "model_request_parameters"
+    """On a model request span: its parameters, `instruction_parts` among them."""
 
 
 # -- span names ---------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ Each turn (an AGENT span and the rows under it) becomes a turn row: the request 
 span's input, the messages are rebuilt from the LLM spans' output (assistant messages with their
 tool calls) and the TOOL spans (tool messages), the steps are computed as `_record.steps` computes
 them from a live turn (calls, plan changes, the stop). The model cassette is rebuilt from the LLM
-spans that carry their content: the request messages from `input.value` (`{"messages": [...]}`),
-the offered tools from `llm.tools.N.tool.json_schema`, the answer from `llm.output_messages`.
-An LLM span without its request content gets an empty request and the fingerprint `""`: such
-turns replay only with `cassette-lenient` (a strict cassette refuses every request). The tool
+spans that carry their content: the request messages, the offered tools and the answer, in
+plangate's, OpenInference's or the GenAI conventions' names (`_from_traces_llm`). An LLM span
+without its request content gets an empty request and the fingerprint `""`; one that does not
+name its offered tools keeps the turn's last named ones, or none. Such turns replay only with
+`cassette-lenient` (a strict cassette refuses a request that differs). The tool
 cassette comes from the TOOL spans. The plan and features before a turn are not in a trace
 table, so they stay empty: a later turn replays without its earlier plan.
 """
@@ -34,8 +35,13 @@ from plangate.replay._dataset import (
     GoldenDataset,
     table_of,
 )
+from plangate.replay._from_traces_llm import (
+    answer_of,
+    offered_tools,
+    request_messages,
+    row_attributes,
+)
 from plangate.replay.schema import (
-    ATTRIBUTES,
     EVENTS,
     INPUT_VALUE,
     ITERATION,
@@ -62,16 +68,8 @@ from plangate.replay.schema import (
 )
 
 Row = dict[str, Any]
-_OUTPUT = f"{semconv.LLM_OUTPUT_MESSAGES}.0"
-"""The LLM span's answer, flattened: `llm.output_messages.0.message.…`."""
-_CONTENT = f"{_OUTPUT}.{semconv.MESSAGE_CONTENT}"
-_CALL = re.compile(re.escape(f"{_OUTPUT}.{semconv.MESSAGE_TOOL_CALLS}.") + r"(\d+)\.(.+)$")
-"""A part of a tool call the answer asks for: `….message.tool_calls.N.tool_call.…`."""
 _PLAN_NOTE = re.compile(r"\n\[Plan: [^\n]*\]$")
 """The plan reminder our loop appends to a tool's output; the tool cassette keeps the raw result."""
-_TOOL_SCHEMA = re.compile(
-    rf"^{re.escape(semconv.LLM_TOOLS)}\.(\d+)\.{re.escape(semconv.TOOL_JSON_SCHEMA)}$"
-)
 
 
 def dataset_from_traces(
@@ -131,7 +129,7 @@ class _Built:
 def _session(session_id: str, spans: pa.Table) -> Row:
     rows = [r for r in spans.to_pylist() if r[SESSION_ID] == session_id]
     agent = next((r for r in rows if r[SPAN_KIND] == "AGENT"), rows[0])
-    attributes = _attributes(agent)
+    attributes = row_attributes(agent)
     metadata = attributes.get(semconv.METADATA)
     meta = metadata if isinstance(metadata, dict) else {}
     models = [r[MODEL_NAME] for r in rows if r[SPAN_KIND] == "LLM" and r[MODEL_NAME]]
@@ -189,27 +187,6 @@ def _order(row: Row) -> tuple[int, float]:
     return (row[ITERATION] or 0, start.timestamp() if start is not None else 0.0)
 
 
-def _attributes(row: Row) -> dict[str, Any]:
-    try:
-        value = json.loads(row[ATTRIBUTES] or "{}")
-    except (json.JSONDecodeError, RecursionError):
-        return {}
-    return _flatten(value) if isinstance(value, dict) else {}
-
-
-def _flatten(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested attribute objects as dotted keys (`metadata` is kept whole too)."""
-    out: dict[str, Any] = {}
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        out[name] = item
-        if isinstance(item, dict) and name != "metadata":
-            out.update(_flatten(item, f"{name}."))
-        elif isinstance(item, list):
-            out.update(_flatten({str(i): v for i, v in enumerate(item)}, f"{name}."))
-    return out
-
-
 def _exchanges(
     session_id: str, turn_index: int, llms: list[Row], tools: list[Row]
 ) -> tuple[list[Row], list[Row]]:
@@ -220,30 +197,19 @@ def _exchanges(
     offered: list[str] = []
     for number, llm in enumerate(llms, start=1):
         iteration = llm[ITERATION] or number
-        asked = _asked_calls(llm) or _calls_of(iteration, unused)
-        exchange = _exchange(session_id, turn_index, iteration, llm, asked)
+        attributes = row_attributes(llm)
+        content, asked = answer_of(llm, attributes)
+        asked = asked or _calls_of(iteration, unused)
+        message: Row = {"role": "assistant", "content": content}
+        if asked:
+            message["tool_calls"] = asked
+        exchange = _exchange((session_id, turn_index, iteration), llm, attributes, message)
         exchange["tools"] = offered = exchange["tools"] or offered  # unchanged unless recorded
         exchanges.append(exchange)
         calls.extend(_attach(asked, iteration, unused))
     for row in list(unused):  # TOOL rows without an LLM span asking for them
         calls.extend(_attach(_calls_of(row[ITERATION] or 0, [row]), row[ITERATION] or 0, unused))
     return exchanges, calls
-
-
-def _asked_calls(llm: Row) -> list[Row]:
-    found: dict[int, Row] = defaultdict(dict)
-    for key, value in _attributes(llm).items():
-        match = _CALL.match(key)
-        if match:
-            found[int(match.group(1))][match.group(2)] = value
-    return [
-        {
-            "id": str(c.get(semconv.TOOL_CALL_ID) or f"call-{i}"),
-            "name": str(c.get(semconv.TOOL_CALL_FUNCTION_NAME) or ""),
-            "arguments": str(c.get(semconv.TOOL_CALL_FUNCTION_ARGUMENTS) or "{}"),
-        }
-        for i, c in sorted(found.items())
-    ]
 
 
 def _calls_of(iteration: int, tools: list[Row]) -> list[Row]:
@@ -279,23 +245,15 @@ def _attach(asked: list[Row], iteration: int, unused: list[Row]) -> list[Row]:
     return out
 
 
-def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked: list[Row]) -> Row:
-    attributes = _attributes(llm)
-    request = _request_messages(llm)
-    names = _offered(attributes)
-    message: Row = {
-        "role": "assistant",
-        "content": str(attributes.get(_CONTENT) or llm[OUTPUT_VALUE] or ""),
-    }
-    if asked:
-        message["tool_calls"] = asked
+def _exchange(key: tuple[str, int, int], llm: Row, attributes: dict[str, Any], message: Row) -> Row:
+    """One model exchange: the request and offered tools the row says, and `message`."""
     return {
-        SESSION_ID: session_id,
-        TURN_INDEX: turn_index,
-        "iteration": iteration,
+        SESSION_ID: key[0],
+        TURN_INDEX: key[1],
+        "iteration": key[2],
         "fingerprint": "",
-        "request": request,
-        "tools": names,
+        "request": request_messages(llm, attributes),
+        "tools": offered_tools(attributes),
         "response": {
             "message": message,
             "usage": [llm[TOKENS_PROMPT] or 0, llm[TOKENS_COMPLETION] or 0],
@@ -303,15 +261,6 @@ def _exchange(session_id: str, turn_index: int, iteration: int, llm: Row, asked:
             "finish_reason": attributes.get(semconv.LLM_FINISH_REASON),
         },
     }
-
-
-def _request_messages(llm: Row) -> list[Row]:
-    try:
-        value = json.loads(llm[INPUT_VALUE] or "")
-    except (json.JSONDecodeError, RecursionError):
-        return []
-    messages = value.get("messages") if isinstance(value, dict) else None
-    return list(messages) if isinstance(messages, list) else []
 
 
 def _ours(message: Row, session_id: str, errors: dict[tuple[str, str], bool]) -> Row:
@@ -335,22 +284,6 @@ def _flat_call(call: Any) -> Row:
         "name": function.get("name"),
         "arguments": function.get("arguments"),
     }
-
-
-def _offered(attributes: dict[str, Any]) -> list[str]:
-    found: dict[int, str] = {}
-    for key, value in attributes.items():
-        match = _TOOL_SCHEMA.match(key)
-        if not match:
-            continue
-        try:
-            schema = json.loads(value) if isinstance(value, str) else value
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if isinstance(schema, dict):
-            function = schema.get("function", schema)
-            found[int(match.group(1))] = str(function.get("name", ""))
-    return [found[i] for i in sorted(found)]
 
 
 def _messages(exchanges: list[Row], calls: list[Row]) -> list[Row]:

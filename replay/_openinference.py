@@ -12,12 +12,16 @@ Conventions:
   instrumentations put the arguments), or `gen_ai.tool.call.arguments` (`tool_arguments`).
 - `variant`, `task_id`, `trial` and `reward` come from the `metadata` JSON object (text, or a
   dict when Phoenix has already parsed it); `metadata` itself stays in `attributes`, parsed.
+- `iteration` is `plangate.iteration`; in a turn whose spans carry none (another agent's),
+  the model calls are numbered by start, and each tool call gets the number of the model call
+  before it.
 - NaN is missing; a value that should be a whole number and is not raises `TraceTableError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
+from itertools import groupby
 from typing import Any, Literal
 
 import plangate.replay.schema as schema
@@ -118,7 +122,28 @@ def rows_from_spans(spans: Iterable[SpanRecord], *, source: str) -> list[dict[st
         key = (row[schema.SESSION_ID], row[schema.TURN_INDEX], start is None, start or EPOCH)
         keyed.append(((*key, position), row))
     keyed.sort(key=lambda pair: pair[0])
-    return [row for _, row in keyed]
+    rows = [row for _, row in keyed]
+    for _, turn in groupby(rows, key=lambda row: (row[schema.SESSION_ID], row[schema.TURN_INDEX])):
+        _number_model_calls(list(turn))
+    return rows
+
+
+def _number_model_calls(turn: list[dict[str, Any]]) -> None:
+    """Number a turn's model calls where its spans number none (by start: they are sorted).
+
+    LLM rows are 1, 2, … and a TOOL row gets the number of the model call that started last
+    before it: a model call's tool calls run after it and before the next one.
+    """
+    if any(row[schema.ITERATION] is not None for row in turn):
+        return
+    calls = 0
+    for row in turn:
+        if row[schema.START_TIME] is None:
+            continue
+        if row[schema.SPAN_KIND] == "LLM":
+            calls += 1
+        if row[schema.SPAN_KIND] in ("LLM", "TOOL") and calls:
+            row[schema.ITERATION] = calls
 
 
 def span_convention(span: SpanRecord) -> Literal["openinference", "genai"] | None:

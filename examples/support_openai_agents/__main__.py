@@ -7,6 +7,8 @@ Each line on standard input is a turn (plangate's `TurnInput` as JSON); each lin
 output is the reply (`{"answer", "state", "messages"}`, or `{"error"}` when the turn failed).
 Logs go to standard error. The model endpoint is the turn's `model.base_url` (plangate sets it
 per turn), else `OPENAI_BASE_URL` and `OPENAI_API_KEY` (which plangate sets for the process).
+The turn's spans go to its `telemetry.otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`;
+without either, nowhere.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 from examples.support_openai_agents.agent import make
 from plangate.replay.agents import LOCAL_API_KEY, TurnInput
+
+OTLP_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def turn_input(data: dict[str, Any]) -> TurnInput:
     """A turn's JSON object as a `TurnInput`, its model endpoint filled from the environment."""
     model = data.get("model") or {}
+    telemetry = data.get("telemetry") or {}
     return TurnInput(
         session_id=data["session_id"],
         turn_index=data["turn_index"],
@@ -61,6 +66,7 @@ def turn_input(data: dict[str, Any]) -> TurnInput:
         model_api_key=model.get("api_key") or os.environ.get("OPENAI_API_KEY", LOCAL_API_KEY),
         model_name=model.get("name") or "plangate",  # the endpoint serves its route's model
         tools_url=data.get("tools_url"),
+        otlp_endpoint=telemetry.get("otlp_endpoint") or os.environ.get(OTLP_ENDPOINT),
     )
 
 

@@ -20,7 +20,15 @@ settings. Each turn builds an `Agent` over the desk's tools and runs the SDK's o
 - `task_list`: the todo tools, and the rendered list pinned as a system message right after the
   instructions before every model call (`RunConfig.call_model_input_filter`).
 
-Tracing is off: the SDK would otherwise export its traces to OpenAI.
+Spans: OpenInference's instrumentor (`openinference-instrumentation-openai-agents`) turns the
+SDK's traces into OpenTelemetry spans: AGENT spans for the run and the agent, an LLM span per
+model call with its messages, a TOOL span per tool call. They go over OTLP/HTTP to the turn's
+`otlp_endpoint` and nowhere else (`examples.telemetry`), flushed before the turn returns; a turn
+without an endpoint runs with the SDK's tracing off. The SDK's own processor, which exports to
+OpenAI, is never made: the SDK gets a trace provider without it, and the instrumentor's
+processor is the only one. The LLM spans of chat completions do not name the offered tools, so
+a golden that `plangate dataset from-traces` makes from these spans replays with
+`--model cassette-lenient` (a strict cassette refuses requests whose tools it does not know).
 """
 
 from __future__ import annotations
@@ -38,17 +46,23 @@ from agents import (
     RunErrorHandlerResult,
     Runner,
     TResponseInputItem,
-    set_tracing_disabled,
+    set_trace_provider,
 )
 from agents.models.chatcmpl_converter import Converter
 from agents.run import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
+from agents.tracing.provider import DefaultTraceProvider
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
 from examples.support_desk import Clients, Desk, instructions
+from examples.telemetry import TRACER_PROVIDER, Exporters
 from plangate.harness import Tool
 from plangate.replay.agents import TurnInput, TurnOutput
 
-set_tracing_disabled(True)  # never export traces to OpenAI (nor anywhere else)
+# The SDK's default trace provider would make a processor that exports to OpenAI: this one has
+# none. The instrumentor then registers its own processor as the only one (exclusive).
+set_trace_provider(DefaultTraceProvider())
+OpenAIAgentsInstrumentor().instrument(tracer_provider=TRACER_PROVIDER, exclusive_processor=True)
 
 
 def make(max_turns: int = 30, task_list: bool = True) -> SupportAgent:
@@ -71,9 +85,15 @@ class SupportAgent:
     """Whether the agent keeps a todo list, pinned after its instructions."""
     clients: Clients = field(default_factory=Clients)
     """The OpenAI client of each endpoint, kept across turns."""
+    exporters: Exporters = field(default_factory=Exporters)
+    """The span exporter of each OTLP endpoint, kept across turns."""
 
     async def __call__(self, request: TurnInput) -> TurnOutput:
-        """Run one turn: the SDK's loop over the desk's tools, at the turn's endpoint."""
+        """Run one turn: the SDK's loop over the desk's tools, at the turn's endpoints."""
+        async with self.exporters.turn(request.otlp_endpoint):
+            return await self._run(request)
+
+    async def _run(self, request: TurnInput) -> TurnOutput:
         desk = Desk.for_turn(request.history, task_list=self.task_list)
         client = self.clients.of(request)
         agent = Agent(
@@ -86,7 +106,11 @@ class SupportAgent:
             agent,
             input_items(request.history, request.request),
             max_turns=self.max_turns,
-            run_config=RunConfig(tracing_disabled=True, call_model_input_filter=pin(desk)),
+            run_config=RunConfig(
+                tracing_disabled=request.otlp_endpoint is None,
+                trace_include_sensitive_data=True,  # the messages: what from-traces rebuilds
+                call_model_input_filter=pin(desk),
+            ),
             error_handlers={"max_turns": stopped},
         )
         answer = result.final_output
@@ -96,8 +120,9 @@ class SupportAgent:
         return TurnOutput(answer=str(answer), messages=tuple(dict(m) for m in messages))
 
     async def aclose(self) -> None:
-        """Close the clients (plangate calls it when it is done with the agent)."""
+        """Close the clients and exporters (plangate calls it when it is done with the agent)."""
         await self.clients.aclose()
+        await self.exporters.aclose()
 
 
 def function_tool(desk: Desk, spec: Tool) -> FunctionTool:

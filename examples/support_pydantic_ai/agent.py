@@ -18,6 +18,14 @@ pydantic-ai's own loop (`Agent.run`) against the model endpoint the turn names, 
 - `task_list`: the todo tools, and the rendered list as a second, dynamic instruction, which
   pydantic-ai re-evaluates before every model request and sends as its own system message
   right after the first.
+
+Spans: pydantic-ai's own instrumentation (its `Instrumentation` capability, content included),
+in the OpenTelemetry GenAI conventions: an `invoke_agent` span per run, a `chat` span per model
+request with its messages and offered tools, an `execute_tool` span per tool call. They go over
+OTLP/HTTP to the turn's `otlp_endpoint` and nowhere else (`examples.telemetry`), flushed before
+the turn returns; a turn without an endpoint is not instrumented. `plangate dataset
+from-traces` rebuilds every request from them, so a golden made from them replays under the
+strict cassette.
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import Agent, Tool, UsageLimitExceeded, UsageLimits
+from pydantic_ai import Agent, InstrumentationSettings, Tool, UsageLimitExceeded, UsageLimits
+from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -43,8 +52,12 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from examples.support_desk import Clients, Desk, instructions
+from examples.telemetry import TRACER_PROVIDER, Exporters
 from plangate.harness import Tool as DeskTool
 from plangate.replay.agents import TurnInput, TurnOutput
+
+INSTRUMENTATION = InstrumentationSettings(tracer_provider=TRACER_PROVIDER, include_content=True)
+"""pydantic-ai's spans, with the messages and tool arguments (what `dataset from-traces` reads)."""
 
 
 def make(request_limit: int = 30, task_list: bool = True) -> SupportAgent:
@@ -67,15 +80,22 @@ class SupportAgent:
     """Whether the agent keeps a todo list, pinned after its instructions."""
     clients: Clients = field(default_factory=Clients)
     """The OpenAI client of each endpoint, kept across turns."""
+    exporters: Exporters = field(default_factory=Exporters)
+    """The span exporter of each OTLP endpoint, kept across turns."""
 
     async def __call__(self, request: TurnInput) -> TurnOutput:
-        """Run one turn: pydantic-ai's loop over the desk's tools, at the turn's endpoint."""
+        """Run one turn: pydantic-ai's loop over the desk's tools, at the turn's endpoints."""
+        async with self.exporters.turn(request.otlp_endpoint):
+            return await self._run(request)
+
+    async def _run(self, request: TurnInput) -> TurnOutput:
         desk = Desk.for_turn(request.history, task_list=self.task_list)
         provider = OpenAIProvider(openai_client=self.clients.of(request))
         agent = Agent(
             OpenAIChatModel(request.model_name, provider=provider),
             instructions=[instructions(task_list=self.task_list), desk.pinned_plan],
             tools=[pydantic_tool(desk, t) for t in desk.tools.values()],
+            capabilities=[Instrumentation(INSTRUMENTATION)] if request.otlp_endpoint else [],
         )
         try:
             result = await agent.run(
@@ -88,8 +108,9 @@ class SupportAgent:
         return TurnOutput(answer=result.output)
 
     async def aclose(self) -> None:
-        """Close the clients (plangate calls it when it is done with the agent)."""
+        """Close the clients and exporters (plangate calls it when it is done with the agent)."""
         await self.clients.aclose()
+        await self.exporters.aclose()
 
 
 def pydantic_tool(desk: Desk, spec: DeskTool) -> Tool[None]:

@@ -6,8 +6,8 @@
 - `_driver`: runs an agent's turns behind plangate's local model endpoint, one route a slot;
 - `_observed`: a turn as the endpoint saw it (its messages, steps, trace-table rows);
 - `_golden`: recording an agent's sessions as a golden dataset, and replaying its turns;
-- `_hermetic`: `hermetic`, a wrapper that makes a Python agent's function tools recorded and
-  replayed from the cassette;
+- `_hermetic`: `hermetic`, a wrapper that makes a Python agent's function tools (and, with
+  `_hermetic_frameworks`, a framework's tool objects) recorded and replayed from the cassette;
 - `_reference`: plangate's own agent behind the boundary
   (`python:plangate.replay.agents:reference`).
 

@@ -67,7 +67,10 @@ from plangate.replay.schema import (
 )
 
 SOURCE_NAME = "agent"
-"""The trace table's `source` for rows built from what the endpoint saw."""
+"""The trace table's `source` for rows built from what the endpoint saw (and the turn's AGENT
+row, which is the boundary's)."""
+SPANS_SOURCE = "agent-spans"
+"""The trace table's `source` for rows from the agent's own spans."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,16 +192,18 @@ def turn_rows(turn: SeenTurn) -> list[dict[str, Any]]:
 def turn_table(turn: SeenTurn, spans: Sequence[SpanRecord] = ()) -> pa.Table:
     """The turn's trace table, from the agent's own spans or from what the endpoint saw.
 
-    The agent's spans are used when they show its model or tool calls; otherwise the rows
-    are `turn_rows`.
+    The agent's spans are used when they show its model or tool calls (`source`
+    `agent-spans`; one trace goes under the boundary's AGENT row); otherwise the rows are
+    `turn_rows`.
     """
     rows = turn_rows(turn)
     if not spans:
         return build_table(rows)
-    own = rows_from_spans(spans, source=SOURCE_NAME)
+    own = rows_from_spans(spans, source=SPANS_SOURCE)
     if not any(r[SPAN_KIND] in ("LLM", "TOOL") for r in own):
         return build_table(rows)
     agent = rows[0]
+    _adopt(agent, own)
     for row in own:
         row.update(
             {SESSION_ID: turn.session_id, TURN_INDEX: turn.turn_index, VARIANT: turn.agent,
@@ -209,6 +214,21 @@ def turn_table(turn: SeenTurn, spans: Sequence[SpanRecord] = ()) -> pa.Table:
         if row[STOP_REASON] is not None:
             row[STOP_REASON] = None  # the turn's stop reason is the boundary's
     return build_table([agent, *own])
+
+
+def _adopt(agent: dict[str, Any], own: list[dict[str, Any]]) -> None:
+    """Put the agent's spans under the turn's AGENT row, when they are one trace.
+
+    The row joins that trace, and the trace's roots become its children.
+    """
+    traces = {row[TRACE_ID] for row in own}
+    if len(traces) != 1:
+        return
+    agent[TRACE_ID] = traces.pop()
+    ids = {row[SPAN_ID] for row in own}
+    for row in own:
+        if row[PARENT_SPAN_ID] not in ids:
+            row[PARENT_SPAN_ID] = agent[SPAN_ID]
 
 
 def _llm_row(base: dict[str, Any], root: str, iteration: int, call: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from plangate.replay.agents._boundary import (
     TurnInput,
     TurnOutput,
 )
-from plangate.replay.agents._hermetic import TURN_TOOLS_URL
+from plangate.replay.agents._tool_calls import TURN_TOOLS_URL
 
 TURN_SECONDS = 600.0
 """The longest one turn of a `command:` or `http:` agent may take before it counts as failed."""

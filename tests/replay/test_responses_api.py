@@ -13,9 +13,9 @@ from agents import (
     Agent,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
+    RunConfig,
     Runner,
     function_tool,
-    set_tracing_disabled,
 )
 from agents import Model as AgentsModel
 
@@ -34,7 +34,8 @@ from plangate.harness import (
 from plangate.replay.endpoint import ModelEndpoint, Route
 from tests.replay.test_model_endpoint import CALLS, TEXT
 
-set_tracing_disabled(True)  # the Agents SDK would export its traces to OpenAI
+UNTRACED = RunConfig(tracing_disabled=True)
+"""The Agents SDK's runs here trace nothing (its default would export to OpenAI)."""
 
 PARAMETERS = {
     "type": "object",
@@ -279,8 +280,8 @@ async def run_agent(model: AgentsModel, *, stream: bool) -> Any:
         name="calculator", instructions="Use the tools.", model=model, tools=[add, multiply]
     )
     if not stream:
-        return (await Runner.run(agent, "What is (2 + 3) * 4?")).final_output
-    result = Runner.run_streamed(agent, "What is (2 + 3) * 4?")
+        return (await Runner.run(agent, "What is (2 + 3) * 4?", run_config=UNTRACED)).final_output
+    result = Runner.run_streamed(agent, "What is (2 + 3) * 4?", run_config=UNTRACED)
     async for _ in result.stream_events():
         pass
     return result.final_output
