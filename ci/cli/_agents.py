@@ -23,6 +23,7 @@ def agent_from_args(args: argparse.Namespace) -> AgentSpec | None:
         "env": dict(_pair(text, "--agent-env") for text in args.agent_env),
         "args": list(args.agent_arg),
         "kwargs": {k: _value(v) for k, v in (_pair(t, "--agent-kwarg") for t in args.agent_kwarg)},
+        "mcp": dict(_pair(text, "--agent-mcp") for text in args.agent_mcp),
     }
     if args.agent is None:
         given = [flag for flag, value in settings.items() if value]

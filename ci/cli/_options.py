@@ -153,6 +153,15 @@ def team_agent(parser: argparse.ArgumentParser, what: str = "run") -> None:
         help="a keyword argument for a python: agent's factory, its value JSON or text "
         "(repeatable)",
     )
+    parser.add_argument(
+        "--agent-mcp",
+        action="append",
+        default=[],
+        metavar="NAME=SOURCE",
+        help="an MCP server of the agent, served through plangate (recorded, or from the "
+        "cassette): NAME is the environment variable it reads the URL from, SOURCE is "
+        "plangate:DOMAIN, stdio:COMMAND ARGS or an http:// URL (repeatable)",
+    )
 
 
 def session_filter(parser: argparse.ArgumentParser, what: str = "only this session") -> None:

@@ -35,6 +35,7 @@
     # kwargs = { finish_check = true }  # a python: factory's keyword arguments
     # env = { PROMPT = "restate" }      # a command: agent's environment
     # args = ["--strict"]               # a command: agent's extra arguments
+    # mcp = { DESK_MCP_URL = "stdio:python desk_server.py" }  # its MCP servers, through plangate
 
     [evaluators.task_completion]
     min_pass_rate = 0.9         # the candidate's pass rate must stay at or above this
@@ -62,7 +63,7 @@ from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 from plangate.replay.agents import AGENT_KINDS, AgentSpec
 
 EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
-AGENT_SETTINGS = frozenset({"env", "args", "kwargs"})
+AGENT_SETTINGS = frozenset({"env", "args", "kwargs", "mcp"})
 SIDE_KEYS = frozenset({"variant", "agent", "model", "tools", "scores", "seed", *AGENT_SETTINGS})
 ENDPOINT_KEYS = {
     "model_timeout": "timeout",

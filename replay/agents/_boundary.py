@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from plangate.harness import PlangateError
+from plangate.replay.endpoint import check_source
 
 AgentKind = Literal["python", "command", "http"]
 AGENT_KINDS: tuple[AgentKind, ...] = ("python", "command", "http")
@@ -72,6 +73,9 @@ class TurnInput:
     otlp_endpoint: str | None = None
     """Where to export the turn's OpenTelemetry spans over OTLP/HTTP (the exporter appends
     `/v1/traces`); an in-process agent flushes them before it returns the turn."""
+    mcp: Mapping[str, str] = field(default_factory=dict)
+    """plangate's MCP gateway for each of the agent's MCP servers, by the name the agent's
+    `mcp` setting gives it (a `command:` agent also finds each in that environment variable)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object a `command:` or `http:` agent receives."""
@@ -89,6 +93,7 @@ class TurnInput:
             },
             "tools_url": self.tools_url,
             "telemetry": {"otlp_endpoint": self.otlp_endpoint},
+            "mcp": dict(self.mcp),
         }
 
 
@@ -162,6 +167,10 @@ class AgentSpec:
     """Extra arguments for a `command:` agent."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments for a `python:` factory."""
+    mcp: Mapping[str, str] = field(default_factory=dict)
+    """The agent's MCP servers, by the environment variable it reads each one's URL from:
+    `plangate:DOMAIN`, `stdio:COMMAND ARGS` or an `http://` URL. plangate serves each through
+    its gateway (recorded, or from the cassette) and sets the variable to the gateway's URL."""
 
     @property
     def kind(self) -> AgentKind:
@@ -206,6 +215,8 @@ class AgentSpec:
             out["args"] = list(self.args)
         if self.kwargs:
             out["kwargs"] = dict(self.kwargs)
+        if self.mcp:
+            out["mcp"] = dict(self.mcp)
         return out
 
     @classmethod
@@ -217,10 +228,10 @@ class AgentSpec:
         """
         settings = dict(settings or {})
         at = f"{where}: " if where else ""
-        unknown = sorted(set(settings) - {"env", "args", "kwargs"})
+        unknown = sorted(set(settings) - {"env", "args", "kwargs", "mcp"})
         if unknown:
             raise AgentError(
-                f"{at}unknown agent setting {unknown[0]!r}; allowed: args, env, kwargs"
+                f"{at}unknown agent setting {unknown[0]!r}; allowed: args, env, kwargs, mcp"
             )
         env = settings.get("env", {})
         if not isinstance(env, Mapping) or not all(
@@ -233,7 +244,17 @@ class AgentSpec:
         kwargs = settings.get("kwargs", {})
         if not isinstance(kwargs, Mapping):
             raise AgentError(f"{at}agent kwargs must be a table, like {{ finish_check = true }}")
-        agent = cls(spec=spec, env=dict(env), args=tuple(args), kwargs=dict(kwargs))
+        mcp = settings.get("mcp", {})
+        if not isinstance(mcp, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in mcp.items()
+        ):
+            raise AgentError(
+                f"{at}agent mcp must be a table of strings, like "
+                '{ DESK_MCP_URL = "plangate:support" }'
+            )
+        for source in mcp.values():
+            check_source(source, at.rstrip(": ") or f"agent {spec!r}")
+        agent = cls(spec=spec, env=dict(env), args=tuple(args), kwargs=dict(kwargs), mcp=dict(mcp))
         agent.kind  # noqa: B018 - checks the spec's kind now, where the mistake is
         return agent
 

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,13 +46,17 @@ from plangate.replay.agents._boundary import (
 from plangate.replay.agents._observed import SeenTurn, turn_messages, turn_steps, turn_table
 from plangate.replay.agents._runners import runner_for
 from plangate.replay.endpoint import (
+    MCP_LIST,
     CassetteTools,
     LiveTools,
+    McpGateway,
     ModelEndpoint,
     RecordingTools,
     Route,
     ToolAnswer,
     ToolProvider,
+    catalog_from,
+    mcp_urls,
 )
 
 STATE_KEY = "agent_state"
@@ -104,6 +108,7 @@ class _Slot:
     switch: _Switch
     tools: _ToolSwitch
     runner: AgentRunner
+    gateways: list[McpGateway]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,26 +147,37 @@ class AgentDriver:
         self.agent.kind  # noqa: B018 - a bad spec is reported before anything starts
         self.endpoint = ModelEndpoint().start()
 
-    async def run(self, turn: TurnInput, model: Model, tools: Tools = None) -> DrivenTurn:
+    async def run(
+        self,
+        turn: TurnInput,
+        model: Model,
+        tools: Tools = None,
+        catalogs: Mapping[str, Sequence[dict[str, Any]]] | None = None,
+    ) -> DrivenTurn:
         """Run `turn` with `model` behind its route; never raises for the agent's own failure.
 
         Args:
             turn: The turn (its endpoint fields are filled in here).
             model: What the route's model endpoint serves during the turn.
-            tools: What answers the agent's wrapped tools: a `Recorder` (they run, and their
-                results are recorded into it), the turn's `ToolRecord`s (they are answered
-                from the cassette and never run), or None (they run, nothing is recorded; the
-                turn's `tools_url` is None).
+            tools: What answers the agent's wrapped tools and its MCP servers' calls: a
+                `Recorder` (they run, and their results are recorded into it), the turn's
+                `ToolRecord`s (they are answered from the cassette and never run), or None
+                (they run, nothing is recorded; the turn's `tools_url` is None).
+            catalogs: The recorded tool list of each MCP server, by name, to serve instead of
+                asking the server (replay).
         """
         slot = await self._take()
         slot.switch.current = model
         slot.tools.current = _provider(tools)
+        for gateway in slot.gateways:
+            gateway.session = turn.session_id
+            gateway.catalog = (catalogs or {}).get(gateway.name)
         first = len(slot.route.calls)
         start = time.time_ns()
         output: TurnOutput | None = None
         failure = ""
         try:
-            routed = self._routed(turn, slot.route, model, served=tools is not None)
+            routed = self._routed(turn, slot, model, served=tools is not None)
             output = await slot.runner.run_turn(routed)
         except AgentFailed as exc:
             failure = str(exc)
@@ -196,7 +212,8 @@ class AgentDriver:
             if turn.tools == "cassette"
             else None
         )
-        driven = await self.run(given, turn.model, tools=records)
+        catalogs = self._catalogs(turn.dataset) if self.agent.mcp else None
+        driven = await self.run(given, turn.model, tools=records, catalogs=catalogs)
         await self.settle(driven)
         seen, _ = seen_turn(given, driven, self.agent, history)
         return ReplayedTurn(
@@ -205,7 +222,18 @@ class AgentDriver:
             table=turn_table(seen, driven.spans()),
         )  # fmt: skip
 
-    def _routed(self, turn: TurnInput, route: Route, model: Model, *, served: bool) -> TurnInput:
+    def _catalogs(self, dataset: Any) -> dict[str, list[dict[str, Any]]]:
+        """The tool list recorded for each of the agent's MCP servers, anywhere in `dataset`."""
+        records = [
+            ToolRecord(**{**r, "error_type": r.get("error_type") or ""})
+            for r in dataset.tool_cassette.to_pylist()
+            if r["tool_name"] == MCP_LIST
+        ]
+        found = {name: catalog_from(records, name) for name in self.agent.mcp}
+        return {name: listed for name, listed in found.items() if listed is not None}
+
+    def _routed(self, turn: TurnInput, slot: _Slot, model: Model, *, served: bool) -> TurnInput:
+        route = slot.route
         return dataclasses.replace(
             turn,
             model_base_url=route.base_url,
@@ -213,6 +241,7 @@ class AgentDriver:
             otlp_endpoint=route.otlp_endpoint,
             model_api_key=LOCAL_API_KEY,
             model_name=turn.model_name or getattr(model, "name", "plangate"),
+            mcp=mcp_urls(slot.gateways),
         )
 
     async def _take(self) -> _Slot:
@@ -225,7 +254,9 @@ class AgentDriver:
     def _new_slot(self) -> _Slot:
         switch, tools = _Switch(), _ToolSwitch()
         route = self.endpoint.open_route(switch, tools=tools)
+        gateways = [McpGateway(n, s, tools).start() for n, s in self.agent.mcp.items()]
         env = {
+            **mcp_urls(gateways),
             TOOLS_URL_ENV: route.tools_url,
             "OPENAI_BASE_URL": route.base_url,
             "OPENAI_API_KEY": LOCAL_API_KEY,
@@ -234,7 +265,8 @@ class AgentDriver:
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms: a turn's spans arrive soon after it
         }
-        slot = _Slot(route=route, switch=switch, tools=tools, runner=runner_for(self.agent, env))
+        runner = runner_for(self.agent, env)
+        slot = _Slot(route=route, switch=switch, tools=tools, runner=runner, gateways=gateways)
         self._slots.append(slot)
         return slot
 
@@ -251,8 +283,11 @@ class AgentDriver:
             )
 
     async def aclose(self) -> None:
-        """Stop every runner and the endpoint."""
+        """Stop every runner, the MCP gateways and the endpoint."""
         await self.close_agents()
+        for slot in self._slots:
+            for gateway in slot.gateways:
+                await asyncio.to_thread(gateway.close)
         self._slots.clear()
         self.endpoint.close()
 

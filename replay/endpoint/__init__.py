@@ -18,7 +18,9 @@ exports too (OTLP/HTTP, protobuf or JSON), as records `rows_from_spans` makes tr
   same messages and tools, so that an exchange records alike through either API;
 - `_otlp`: the OTLP/HTTP trace receiver (`POST /r/{key}/v1/traces`);
 - `_tools`: the tool routes (`POST /r/{key}/tools/NAME`), where an agent's wrapped tools are
-  recorded or answered from the cassette (`RecordingTools`, `CassetteTools`, `LiveTools`).
+  recorded or answered from the cassette (`RecordingTools`, `CassetteTools`, `LiveTools`);
+- `_mcp`: `McpGateway`, an MCP server in front of an agent's own MCP server (or plangate's demo
+  tools) whose calls are recorded or answered from the cassette the same way.
 
 Served: `/chat/completions`, `/responses` and `/models`. The Responses API is served
 statelessly (the whole conversation in every request; `previous_response_id`, `conversation`
@@ -26,6 +28,14 @@ and stored prompts are refused with a 400), with messages, function calls and fu
 only. Traces over OTLP, over HTTP only (not gRPC).
 """
 
+from plangate.replay.endpoint._mcp import LIST as MCP_LIST
+from plangate.replay.endpoint._mcp import (
+    McpError,
+    McpGateway,
+    catalog_from,
+    check_source,
+    mcp_urls,
+)
 from plangate.replay.endpoint._route import ObservedCall, Route
 from plangate.replay.endpoint._server import EndpointError, ModelEndpoint
 from plangate.replay.endpoint._tools import (
@@ -37,13 +47,19 @@ from plangate.replay.endpoint._tools import (
 )
 
 __all__ = [
+    "MCP_LIST",
     "CassetteTools",
     "EndpointError",
     "LiveTools",
+    "McpError",
+    "McpGateway",
     "ModelEndpoint",
     "ObservedCall",
     "RecordingTools",
     "Route",
     "ToolAnswer",
     "ToolProvider",
+    "catalog_from",
+    "check_source",
+    "mcp_urls",
 ]

@@ -49,6 +49,8 @@ class ToolAnswer:
     """The recorded result's text, or the recorded error's text."""
     error_type: str = ""
     """The recorded error's class name (`error` only)."""
+    recorded: bool = True
+    """False when the cassette has no result for the call (`result` says so)."""
 
     def to_json(self) -> dict[str, str]:
         """The answer's JSON body."""
@@ -117,7 +119,7 @@ class CassetteTools:
         with self._lock:
             record = self._recorded.next(name, arguments)
         if isinstance(record, str):
-            return ToolAnswer(status="ok", result=record)
+            return ToolAnswer(status="ok", result=record, recorded=False)
         if record.status == "error":
             return ToolAnswer(status="error", result=record.result, error_type=record.error_type)
         return ToolAnswer(status="ok", result=record.result)
