@@ -193,11 +193,14 @@ def gate(
     model: str,
     candidate: str,
     sessions: Iterable[str] | None = None,
+    both: str = "",
 ) -> dict[str, Any]:
     """Run `plangate gate` (the real command line): baseline `agent` against `candidate`.
 
-    Two repeats a side, and no noise floor: the simulated models are deterministic, so the
-    baseline's extra runs against itself would tell nothing and double its cost.
+    `candidate` holds the candidate side's extra TOML lines; `both` the lines both sides share
+    (an agent's `mcp` table, say). Two repeats a side, and no noise floor: the simulated models
+    are deterministic, so the baseline's extra runs against itself would tell nothing and double
+    its cost.
     """
     chosen = f"sessions = {json.dumps(list(sessions))}" if sessions is not None else ""
     path = folder / "gate.toml"
@@ -212,9 +215,11 @@ path = "{golden}"
 [baseline]
 agent = "{agent}"
 model = "{model}"
+{both}
 [candidate]
 agent = "{agent}"
 model = "{model}"
+{both}
 {candidate}
 [evaluators.task_completion]
 """,
