@@ -6,8 +6,10 @@ the guards tell the model is here too.
 
 - `iteration_guard`, before each model call: stop at the limit, force a finish on the last
   call (`ForceFinish`), warn a few calls before it (`Prompt`);
-- `loop_guard`, before each tool call: stop a run of identical calls, or warn about it (a
-  `Repetition`; the warning is added to the call's result);
+- `loop_guard`, before each tool call: stop a run of identical calls that got the same result
+  back, or warn about it (a `Repetition`; the warning is added to the call's result);
+  identical calls whose results changed are progress, never counted (the rule is
+  `call_runs`', in `_call_runs`);
 - `text_guard`, on a reply without tool calls: nudge a tool call written as text, prompt the
   model to go on when its reply does not end the turn, or end the turn;
 - `finish_gate`, on `finish`: refuse it while plan items are open (`Bounce`), up to
@@ -20,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from plangate.harness._call_runs import trailing_run
+from plangate.harness._call_runs import split_result, trailing_run
 from plangate.harness._turn import EventKind, Stop
 from plangate.harness._variant import GuardSettings, TurnSettings, Variant
 from plangate.harness.plans import PlanItem, render_item
@@ -117,14 +119,20 @@ def iteration_guard(iterations: int, settings: TurnSettings) -> Stop | ForceFini
 
 
 def loop_guard(keys: Sequence[str], guards: GuardSettings) -> Repetition | None:
-    """Before the last call of `keys` (the turn's call keys) runs: stop it, warn, or nothing."""
-    if not guards.loop_guard:
+    """Before the last call of `keys` (the turn's call keys) runs: stop it, warn, or nothing.
+
+    A key that carries its call's result (`with_result`) is compared by result too: the run
+    that counts is the identical calls since the result last changed, this one included.
+    """
+    if not guards.loop_guard or not keys:
         return None
-    repeats = trailing_run(keys[-guards.loop_stop_after :])
+    calls, results = zip(*map(split_result, keys[-guards.loop_stop_after :]), strict=True)
+    repeats = trailing_run(calls, results)
     stop = repeats >= guards.loop_stop_after
     if not stop and repeats < guards.loop_warn_after:
         return None
-    detail = f"{repeats} identical calls in a row: {keys[-1]}"
+    same = " with the same result" if any(r is not None for r in results[-repeats:]) else ""
+    detail = f"{repeats} identical calls in a row{same}: {calls[-1]}"
     if stop:
         return Repetition(detail=detail, stop=True)
     warning = LOOP_WARNING.format(count=repeats, limit=guards.loop_stop_after)

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from plangate.harness._call_runs import call_key
+from plangate.harness._call_runs import call_key, with_result
 from plangate.harness._config import AgentConfig
 from plangate.harness._context import system_prompt
 from plangate.harness._errors import SessionError
@@ -275,6 +275,8 @@ class TurnLoop:
                 return self._tool_failed(turn, call, arguments, str(exc))
             content = self._annotate(turn, result, repeated, span)
         turn.record(call, result.status, content, arguments)
+        if self.agent.variant.guards.loop_compare_results:  # what the tool returned, compared
+            turn.keys[-1] = with_result(turn.keys[-1], result.content)
         self._save()
         return None
 

@@ -75,6 +75,9 @@ class GuardSettings:
     """Identical consecutive calls that draw a warning."""
     loop_stop_after: int = 5
     """Identical consecutive calls that stop the turn (stop: loop_guard)."""
+    loop_compare_results: bool = True
+    """Count identical calls only while their results stay the same (a changed result is
+    progress: scrolling, paging, polling); false: identical calls alone count."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -73,7 +73,12 @@ def test_alyx_is_the_full_design() -> None:
             forced_finish=True,
         ),
         guards=GuardSettings(
-            nudge=True, continuation=True, loop_guard=True, loop_warn_after=3, loop_stop_after=5
+            nudge=True,
+            continuation=True,
+            loop_guard=True,
+            loop_warn_after=3,
+            loop_stop_after=5,
+            loop_compare_results=True,
         ),
     )
 
@@ -114,7 +119,8 @@ def test_a_variant_with_only_a_name_is_the_alyx_defaults() -> None:
         (
             'name = "x"\n[guards]\nloop = true',
             "v.toml: unknown key 'guards.loop'; allowed keys in [guards]: "
-            "continuation, loop_guard, loop_stop_after, loop_warn_after, nudge",
+            "continuation, loop_compare_results, loop_guard, loop_stop_after, loop_warn_after, "
+            "nudge",
         ),
         (
             'name = "x"\n[plan]\ndialect = "todos"',
