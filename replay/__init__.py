@@ -2,8 +2,8 @@
 
 - `schema` (public): the trace table, one row per span: its columns, schema and checks;
 - `_openinference`, `_exporter`: spans (OpenInference) into rows; the in-process exporter;
-- `importers/`: other agents' traces (tau-bench, tau2, SWE-agent, OTLP JSON, Phoenix, OpenAI
-  messages) into trace tables;
+- `importers/`: other agents' traces (ATIF, tau-bench, tau2, SWE-agent, OTLP JSON, Phoenix,
+  OpenAI messages) into trace tables, and trace tables out as ATIF trajectories;
 - `_dataset`, `_record`, `_cassette`, `_redact`, `_from_traces`: golden datasets, recording
   them (secrets redacted) with a cassette of every exchange, and goldens from any trace table;
 - `_replay`: one recorded turn again, with answers from the cassette, a simulated or a live
@@ -55,12 +55,15 @@ from plangate.replay._replay import (
 from plangate.replay._spans import SpanEvent, SpanRecord
 from plangate.replay._table_spans import spans_from_table
 from plangate.replay.importers import (
+    ATIF_VERSION,
     from_phoenix_dataframe,
     import_formats,
     import_traces,
     importer,
     otlp_json_from_spans,
     rows_from_messages,
+    trajectories_from_table,
+    write_trajectories,
 )
 from plangate.replay.schema import (
     COLUMNS,
@@ -79,6 +82,7 @@ from plangate.replay.schema import (
 )
 
 __all__ = [
+    "ATIF_VERSION",
     "CASSETTE_MODELS",
     "COLUMNS",
     "MANIFEST",
@@ -137,9 +141,11 @@ __all__ = [
     "steps",
     "to_utc",
     "trace_table_provider",
+    "trajectories_from_table",
     "validate_dataset",
     "validate_table",
     "write_dataset",
     "write_parquet",
     "write_table",
+    "write_trajectories",
 ]

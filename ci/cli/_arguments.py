@@ -37,7 +37,9 @@ from plangate.ci.phoenix.names import (
 )
 from plangate.harness import SessionStore
 
-IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
+IMPORT_FORMATS = (
+    "atif", "openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2",
+)  # fmt: skip
 """What `plangate import` reads (tested to match the registered importers)."""
 REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
 
@@ -50,6 +52,7 @@ def add_commands(commands: Commands) -> None:
     _run(commands)
     _demo(commands)
     _import(commands)
+    _export(commands)
     _eval(commands)
     _runs(commands)
     _record(commands)
@@ -113,6 +116,25 @@ def _import(commands: Commands) -> None:
         "-o", "--output", required=True, metavar="TABLE.parquet", help="the trace table to write"
     )
     force(importing, "trace table")
+
+
+def _export(commands: Commands) -> None:
+    exporting = commands.add_parser("export", help="trace tables out in other formats")
+    verbs = exporting.add_subparsers(dest="export_command", required=True, metavar="FORMAT")
+    atif = verbs.add_parser("atif", help="trajectories in ATIF, the Harbor framework's format")
+    atif.add_argument(
+        "source", metavar="SOURCE", help="a trace table (.parquet) or a golden dataset folder"
+    )
+    atif.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE.json",
+        help="the ATIF file: one trajectory, a list of several, or one per line if FILE.jsonl",
+    )
+    force(atif, "ATIF file")
+    session_filter(atif, "only this session, with its subagents")
+    redact(atif)
 
 
 def _eval(commands: Commands) -> None:

@@ -41,6 +41,7 @@ HANDLERS = {
     "models": "plangate.ci.cli._run:models",
     "demo": "plangate.ci.cli._demo:demo",
     "import": "plangate.ci.cli._eval:import_files",
+    "export atif": "plangate.ci.cli._export:atif",
     "eval": "plangate.ci.cli._eval:score_table",
     "runs": "plangate.ci.cli._runs:runs",
     "plan": "plangate.ci.cli._runs:plan",

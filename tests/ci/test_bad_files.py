@@ -44,7 +44,9 @@ def _experiment(variant: str) -> list[str]:
             *PHOENIX]  # fmt: skip
 
 
-IMPORT_FORMATS = ("openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2")
+IMPORT_FORMATS = (
+    "atif", "openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2"
+)  # fmt: skip
 
 
 def _importing(fmt: str) -> Callable[[str, Path], list[str]]:
@@ -78,6 +80,7 @@ COMMANDS: dict[str, Callable[[str, Path], list[str]]] = {
         str(out),
     ],  # fmt: skip
     "dataset from-traces": lambda p, out: ["dataset", "from-traces", p, "-o", str(out)],
+    "export atif": lambda p, out: ["export", "atif", p, "-o", str(out / "out.json")],
     "replay --variant": lambda p, out: ["replay", str(DATASET), "--variant", p + ".toml"],
     "gate": lambda p, out: ["gate", p, "-o", str(out)],
     "gate [baseline] scores": lambda p, out: ["gate", _gate_with_scores(p, out), "-o", str(out)],
