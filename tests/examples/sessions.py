@@ -230,6 +230,15 @@ model = "{model}"
     return {"exit": done.returncode, "output": done.stdout + done.stderr, **verdict}
 
 
+def assert_caught(verdict: dict[str, Any], expected: set[tuple[str, int]]) -> None:
+    """The gate failed on task completion, regressing exactly the `expected` turns."""
+    assert verdict["exit"] == 1, verdict["output"]
+    (completion,) = [e for e in verdict["evaluators"] if e["evaluator"] == "task_completion"]
+    assert completion["failed"] is True
+    assert regressed(verdict) == expected
+    assert completion["regressed"] == len(expected)
+
+
 def regressed(verdict: dict[str, Any]) -> set[tuple[str, int]]:
     """The cases whose task_completion regressed."""
     return {

@@ -32,6 +32,7 @@ from tests.examples.sessions import (
     SESSIONS,
     SOME,
     TURNS,
+    assert_caught,
     check_trajectories,
     failed_turns,
     gate,
@@ -144,27 +145,22 @@ def test_the_gate_catches_a_lower_max_steps(tmp_path: Path, golden: Path) -> Non
     verdict = gate(
         tmp_path, golden, AGENT, "sim:diligent", 'env = { MAX_STEPS = "6" }', both=SHARED
     )
-    assert verdict["exit"] == 1, verdict["output"]
-    (completion,) = [e for e in verdict["evaluators"] if e["evaluator"] == "task_completion"]
-    assert completion["failed"] is True
     # Exactly the turns whose desk calls a diligent model with the task list cannot all make
     # in 6 model calls: every request of three tasks or more and one of two.
     expected = needs_over(6)
     assert len(expected) == 8
-    assert regressed(verdict) == expected
-    assert completion["regressed"] == len(expected)
+    assert_caught(verdict, expected)
 
 
 def test_the_gate_catches_the_task_list_turned_off(tmp_path: Path, golden: Path) -> None:
     verdict = gate(
         tmp_path, golden, AGENT, "sim:forgetful", 'env = { TASK_LIST = "0" }', both=SHARED
     )
-    assert verdict["exit"] == 1, verdict["output"]
     # sim:forgetful makes three desk calls; then the request has left its window. Without the
     # pinned list it believes it is done: exactly the turns whose tasks need more calls.
     expected = work_over(3)
     assert len(expected) == 7
-    assert regressed(verdict) == expected
+    assert_caught(verdict, expected)
 
 
 @pytest.mark.parametrize("model", ["sim:diligent", "sim:forgetful"])
