@@ -8,6 +8,7 @@ value, and a mistake is a `ConfigError` that names the file, the key and the all
 from __future__ import annotations
 
 import dataclasses
+import functools
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -150,7 +151,16 @@ def load_variant(name_or_path: str | Path) -> Variant:
 
 
 def parse_variant(source: str, where: str = "<variant>") -> Variant:
-    """Parse and check a variant file's text; `where` names it in errors."""
+    """Parse and check a variant file's text; `where` names it in errors.
+
+    A variant is read-only, so the same text gives the same (shared) variant: a replay loads
+    one per turn, and parsing is most of the cost of that.
+    """
+    return _parsed(source, where)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(source: str, where: str) -> Variant:
     try:
         data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:

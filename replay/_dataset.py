@@ -130,11 +130,16 @@ class GoldenDataset:
     model_cassette: pa.Table
     tool_cassette: pa.Table
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    _index: dict[str, dict[Any, list[dict[str, Any]]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each table's rows grouped by session (and turn), made on first use: a replay looks rows
+    up turn after turn, and a scan of the whole table each time would cost O(rows) a turn."""
 
     def turn(self, session_id: str, turn_index: int) -> dict[str, Any]:
         """One turn's row."""
-        for row in self.turns.to_pylist():
-            if row[SESSION_ID] == session_id and row[TURN_INDEX] == turn_index:
+        for row in self._rows("turns", session_id):
+            if row[TURN_INDEX] == turn_index:
                 return dict(row)
         raise DatasetError(
             f"dataset {self.name!r} has no turn {turn_index} in session {session_id!r}"
@@ -142,29 +147,20 @@ class GoldenDataset:
 
     def history(self, session_id: str, turn_index: int) -> list[dict[str, Any]]:
         """The messages of the session's turns before `turn_index`, in order (dict form)."""
-        rows = [
-            r
-            for r in self.turns.to_pylist()
-            if r[SESSION_ID] == session_id and r[TURN_INDEX] < turn_index
-        ]
+        rows = [r for r in self._rows("turns", session_id) if r[TURN_INDEX] < turn_index]
         rows.sort(key=lambda r: r[TURN_INDEX])
         return [m for r in rows for m in json.loads(r["messages"])]
 
     def session(self, session_id: str) -> dict[str, Any]:
         """One session's row."""
-        for row in self.sessions.to_pylist():
-            if row[SESSION_ID] == session_id:
-                return dict(row)
+        for row in self._rows("sessions", session_id):
+            return dict(row)
         known = ", ".join(self.sessions[SESSION_ID].to_pylist()[:8])
         raise DatasetError(f"dataset {self.name!r} has no session {session_id!r}; some: {known}")
 
     def exchanges(self, session_id: str, turn_index: int) -> list[Exchange]:
         """The recorded model exchanges of one turn, in order."""
-        rows = [
-            r
-            for r in self.model_cassette.to_pylist()
-            if r[SESSION_ID] == session_id and r[TURN_INDEX] == turn_index
-        ]
+        rows = [r for r in self._rows("model_cassette", session_id) if r[TURN_INDEX] == turn_index]
         return [
             Exchange(
                 session_id=r[SESSION_ID],
@@ -182,10 +178,20 @@ class GoldenDataset:
         """Recorded tool results of one turn (or of every turn of the session)."""
         rows = [
             r
-            for r in self.tool_cassette.to_pylist()
-            if r[SESSION_ID] == session_id and (turn_index is None or r[TURN_INDEX] == turn_index)
+            for r in self._rows("tool_cassette", session_id)
+            if turn_index is None or r[TURN_INDEX] == turn_index
         ]
         return [ToolRecord(**{**r, "error_type": r.get("error_type") or ""}) for r in rows]
+
+    def _rows(self, table: str, session_id: str) -> list[dict[str, Any]]:
+        """The rows of `table` (a field's name) in `session_id`, in table order."""
+        grouped = self._index.get(table)
+        if grouped is None:
+            grouped = {}
+            for row in getattr(self, table).to_pylist():
+                grouped.setdefault(row[SESSION_ID], []).append(row)
+            self._index[table] = grouped
+        return grouped.get(session_id, [])
 
 
 def table_of(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:

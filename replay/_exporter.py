@@ -8,11 +8,13 @@ cannot convert is logged and the batch reported as failed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Sequence
 
 import pyarrow as pa
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode as OtelStatusCode
@@ -125,6 +127,12 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
     )
 
 
+@functools.cache
+def _resource() -> Resource:
+    """The process's resource, detected once (about 1 ms each time a provider detects it)."""
+    return Resource.create()
+
+
 def trace_table_provider(
     *extra_processors: SpanProcessor,
 ) -> tuple[TracerProvider, TraceTableExporter]:
@@ -140,7 +148,9 @@ def trace_table_provider(
         The provider, to pass to the agent, and the exporter, to read the table from.
     """
     exporter = TraceTableExporter()
-    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))
+    provider = TracerProvider(
+        resource=_resource(), span_limits=SpanLimits(max_span_attributes=10_000)
+    )
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     for processor in extra_processors:
         provider.add_span_processor(processor)

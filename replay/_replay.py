@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -88,6 +89,8 @@ class ReplayResult:
     """Lenient cassette: where requests differed from the recording."""
     error: str | None = None
     """Why the replay could not complete (e.g. a strict cassette mismatch)."""
+    seconds: float = 0.0
+    """How long the replay of the turn took, wall clock (its share of a replay's cost)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able summary (what `plangate replay --json` prints per turn)."""
@@ -107,6 +110,7 @@ class ReplayResult:
             "stop_reason": self.stop_reason,
             "drift": self.drift,
             "error": self.error,
+            "seconds": round(self.seconds, 6),
         }
 
 
@@ -182,6 +186,7 @@ async def replay_turn(
     """
     if tools not in TOOL_SOURCES:
         raise DatasetError(f"unknown tool source {tools!r}; choose one of: cassette, live")
+    began = time.perf_counter()
     session_row = dataset.session(session_id)
     turn_row = dataset.turn(session_id, turn_index)
     history = dataset.history(session_id, turn_index)
@@ -205,6 +210,7 @@ async def replay_turn(
         divergence=first_divergence(recorded, replayed.steps), table=replayed.table,
         stop_reason=replayed.stop_reason, answer=replayed.answer, result=replayed.result,
         drift=list(cassette.drift) if cassette is not None else [], error=error,
+        seconds=time.perf_counter() - began,
     )  # fmt: skip
 
 

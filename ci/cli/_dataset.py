@@ -6,11 +6,12 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from plangate.ci._rubrics import dataset_problems
 from plangate.ci._turns import select_turns
@@ -143,8 +144,10 @@ def replay(args: argparse.Namespace) -> int:
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
     agents = session_agents(dataset, pairs, given)
     show = sys.stderr.isatty() and not args.json
+    began = time.perf_counter()
     with exporting(args) as export:
         results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents))
+    rate = len(results) / max(time.perf_counter() - began, 1e-9)
     if args.output:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     if args.json:
@@ -154,7 +157,7 @@ def replay(args: argparse.Namespace) -> int:
             print_result(result)
     same = sum(r.divergence is None and r.error is None for r in results)
     if not args.json:
-        print(f"{same} of {len(results)} turns identical")
+        print(f"{same} of {len(results)} turns identical ({rate:,.1f} turns/s)")
     return 0 if same == len(results) else 1
 
 
@@ -169,8 +172,14 @@ async def _replay_all(
     gate = asyncio.Semaphore(args.jobs)
     unique = {a.label: a for a in (agents or {}).values()}
     drivers = {label: AgentDriver(a, jobs=args.jobs) for label, a in unique.items()}
-    with Progress(disable=not show, transient=True) as progress:
-        task = progress.add_task("replaying", total=len(pairs))
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+    )  # fmt: skip
+    began = time.perf_counter()
+    with Progress(*columns, disable=not show, transient=True) as progress:
+        task = progress.add_task("replaying", total=len(pairs), rate="")
+        done = 0
 
         async def one(session: str, turn: int) -> ReplayResult:
             given = (agents or {}).get(session)
@@ -188,7 +197,10 @@ async def _replay_all(
             if given is not None and processor is not None and result.table is not None:
                 for span in spans_from_table(result.table):  # a team's agent's, after its turn
                     processor.on_end(span)
-            progress.advance(task)
+            nonlocal done
+            done += 1
+            rate = f"{done / max(time.perf_counter() - began, 1e-9):,.1f} turns/s"
+            progress.update(task, advance=1, rate=rate)
             return result
 
         try:

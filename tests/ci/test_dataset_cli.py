@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def test_validate_then_replay_is_identical(golden: Path, tmp_path: Path) -> None
     done = plangate("replay", str(golden), "-o", str(table), "--jobs", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("identical") >= 3 and "3 of 3 turns identical" in done.stdout
+    assert re.search(r"3 of 3 turns identical \([\d,]+\.\d turns/s\)", done.stdout)
     assert table.is_file()
 
 
@@ -73,6 +75,7 @@ def test_replay_json_and_shards(golden: Path) -> None:
     pairs = {(r["session_id"], r["turn_index"]) for r in ones + twos}
     assert len(ones) == 2 and len(twos) == 1 and len(pairs) == 3
     assert all(r["identical"] for r in ones + twos)
+    assert all(0 < r["seconds"] < 60 for r in ones + twos)  # each turn's own replay time
 
 
 def test_bad_input_exits_2_naming_it(
