@@ -133,8 +133,9 @@ class GoldenDataset:
     _index: dict[str, dict[Any, list[dict[str, Any]]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    """Each table's rows grouped by session (and turn), made on first use: a replay looks rows
-    up turn after turn, and a scan of the whole table each time would cost O(rows) a turn."""
+    """Each table's rows grouped by a column (the session; the tool cassette's also by tool),
+    made on first use: a replay looks rows up turn after turn, and a scan of the whole table
+    each time would cost O(rows) a turn."""
 
     def turn(self, session_id: str, turn_index: int) -> dict[str, Any]:
         """One turn's row."""
@@ -181,17 +182,25 @@ class GoldenDataset:
             for r in self._rows("tool_cassette", session_id)
             if turn_index is None or r[TURN_INDEX] == turn_index
         ]
-        return [ToolRecord(**{**r, "error_type": r.get("error_type") or ""}) for r in rows]
+        return [_tool_record(r) for r in rows]
 
-    def _rows(self, table: str, session_id: str) -> list[dict[str, Any]]:
-        """The rows of `table` (a field's name) in `session_id`, in table order."""
-        grouped = self._index.get(table)
+    def tool_records_named(self, name: str) -> list[ToolRecord]:
+        """Every recorded result of the tool `name`, in any session, in table order."""
+        return [_tool_record(r) for r in self._rows("tool_cassette", name, key=TOOL_NAME)]
+
+    def _rows(self, table: str, value: str, key: str = SESSION_ID) -> list[dict[str, Any]]:
+        """The rows of `table` (a field's name) whose `key` is `value`, in table order."""
+        grouped = self._index.get(f"{table}.{key}")
         if grouped is None:
             grouped = {}
             for row in getattr(self, table).to_pylist():
-                grouped.setdefault(row[SESSION_ID], []).append(row)
-            self._index[table] = grouped
-        return grouped.get(session_id, [])
+                grouped.setdefault(row[key], []).append(row)
+            self._index[f"{table}.{key}"] = grouped
+        return grouped.get(value, [])
+
+
+def _tool_record(row: dict[str, Any]) -> ToolRecord:
+    return ToolRecord(**{**row, "error_type": row.get("error_type") or ""})
 
 
 def table_of(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -224,11 +224,7 @@ class AgentDriver:
 
     def _catalogs(self, dataset: Any) -> dict[str, list[dict[str, Any]]]:
         """The tool list recorded for each of the agent's MCP servers, anywhere in `dataset`."""
-        records = [
-            ToolRecord(**{**r, "error_type": r.get("error_type") or ""})
-            for r in dataset.tool_cassette.to_pylist()
-            if r["tool_name"] == MCP_LIST
-        ]
+        records = dataset.tool_records_named(MCP_LIST)
         found = {name: catalog_from(records, name) for name in self.agent.mcp}
         return {name: listed for name, listed in found.items() if listed is not None}
 

@@ -193,6 +193,7 @@ class _Upstream:
         self._ready: asyncio.Future[Any] | None = None
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = threading.Event()
 
     async def client(self) -> Any:
         """The connected client (connecting on first use)."""
@@ -217,21 +218,19 @@ class _Upstream:
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(McpError(f"MCP server {self.source!r}: {exc}"))
+        finally:
+            self._closed.set()
 
     def stop(self) -> None:
         """Close the connection (and stop a stdio server), from any thread."""
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stop.set)
-            time.sleep(0.2)  # let it close before the loop stops
+            self._closed.wait(timeout=_START_SECONDS)  # closed before the gateway's loop stops
 
 
 def catalog_from(records: Sequence[Any], server: str) -> list[dict[str, Any]] | None:
-    """The tool list recorded for `server` among tool records (the last one); None if none."""
-    listed = [
-        r
-        for r in records
-        if r.tool_name == LIST and json.loads(r.tool_args).get("server") == server
-    ]
+    """The tool list recorded for `server` among the `LIST` records (the last); None if none."""
+    listed = [r for r in records if json.loads(r.tool_args).get("server") == server]
     return json.loads(listed[-1].result) if listed else None
 
 
