@@ -59,7 +59,7 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
     Returns:
         One row per turn; the score is the wall time in seconds.
     """
-    stats = frame.turns[TURN_KEY].merge(_turn_times(frame), on=TURN_KEY, how="left")
+    stats = frame.turn_frame[TURN_KEY].merge(_turn_times(frame), on=TURN_KEY, how="left")
     rows = []
     for record in stats.to_dict("records"):
         key = (str(record[SESSION_ID]), int(record[TURN_INDEX]))
@@ -69,7 +69,7 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
 
 def _turn_times(frame: TraceFrame) -> pd.DataFrame:
     """Times, iterations and tokens per turn, one groupby per span kind."""
-    spans = frame.spans
+    spans = frame.span_frame
     seconds = (spans[END_TIME] - spans[START_TIME]).dt.total_seconds().astype("float64")
     timed = spans.assign(seconds=seconds, untimed=seconds.isna())
     by_turn = timed.groupby(TURN_KEY, sort=False)

@@ -90,7 +90,7 @@ def tool_call_loops(
     more than `max_cycle_calls` calls. Identical calls whose results change are progress.
     """
     _check_params(max_repeats, max_cycle_calls, compare_results)
-    tools = frame.tools
+    tools = frame.tool_frame
     keys = (tools[TOOL_NAME].astype(str) + " " + tools[TOOL_ARGS].fillna("").astype(str)).to_numpy(
         object
     )
@@ -103,7 +103,7 @@ def tool_call_loops(
     stats = stats.join(_waste(frame, tools, runs, groups), how="left")
     per_turn = tools[TURN_KEY].assign(group=groups).drop_duplicates("group").set_index("group")
     stats = per_turn.join(stats)
-    result = frame.turns[TURN_KEY].merge(stats, on=TURN_KEY, how="left")
+    result = frame.turn_frame[TURN_KEY].merge(stats, on=TURN_KEY, how="left")
     rows = [
         _row(r, max_repeats, max_cycle_calls, compare_results) for r in result.to_dict("records")
     ]
@@ -278,7 +278,7 @@ def _waste(
     )
     timed = tools[START_TIME].notna().groupby(groups).all()
     out = wasted.groupby("group")["seconds"].sum().where(timed).rename("seconds_wasted").to_frame()
-    llm = frame.llms[[*TURN_KEY, ITERATION, TOKENS_PROMPT, TOKENS_COMPLETION]].copy()
+    llm = frame.llm_frame[[*TURN_KEY, ITERATION, TOKENS_PROMPT, TOKENS_COMPLETION]].copy()
     llm["tokens"] = llm[TOKENS_PROMPT].astype("float64") + llm[TOKENS_COMPLETION].astype("float64")
     repeated = (
         tools.loc[repeat, [*TURN_KEY, ITERATION]].assign(group=groups[repeat]).drop_duplicates()

@@ -73,7 +73,7 @@ def plan_adherence(
     Returns:
         One row per turn.
     """
-    turns = frame.turns[TURN_KEY].reset_index(drop=True)
+    turns = frame.turn_frame[TURN_KEY].reset_index(drop=True)
     calls = _calls(frame, turns)
     snaps = _snapshots(frame, turns, calls)
     items = _items(snaps)
@@ -103,7 +103,7 @@ def plan_adherence(
 
 def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """Tool calls in order: turn id, seq, call number, tool, kind, work calls so far."""
-    tools = frame.tools
+    tools = frame.tool_frame
     calls = pd.DataFrame(
         {
             "turn": _turn_ids(tools, turns),
@@ -120,7 +120,7 @@ def _calls(frame: TraceFrame, turns: pd.DataFrame) -> pd.DataFrame:
 
 def _snapshots(frame: TraceFrame, turns: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """Plan snapshots in order; a turn's initial plan (from earlier turns) has seq -1."""
-    spans = frame.spans
+    spans = frame.span_frame
     rows = spans[spans[PLAN].notna() & (spans[SPAN_KIND] != "AGENT")]
     own = pd.DataFrame(
         {

@@ -6,14 +6,17 @@ which the package's `__init__` does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from plangate.evaluators._columns import TurnScores, dumps, overlay, strings
 from plangate.evaluators._frame import TraceFrame, prepare
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import (
@@ -21,20 +24,21 @@ from plangate.evaluators.scores import (
     ERROR,
     EVALUATOR,
     EXPLANATION,
+    FAIL,
     LABEL,
+    NOT_APPLICABLE,
     OUTCOME,
+    PASS,
     PASSED,
     RESULT_COLUMNS,
     SCORE,
     SCORE_SCHEMA,
-    TURN_KEY,
     VERSION,
-    outcome_of,
-    passed_of,
 )
 from plangate.harness import PlangateError
 from plangate.replay.schema import (
     ERROR_STOP_REASONS,
+    SESSION_ID,
     STATUS_MESSAGE,
     STOP_REASON,
     TASK_ID,
@@ -42,8 +46,10 @@ from plangate.replay.schema import (
     TURN_INDEX,
 )
 
-EvaluatorFunction = Callable[..., pd.DataFrame]
-"""`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> DataFrame[RESULT_COLUMNS]`."""
+EvaluatorFunction = Callable[..., "TurnScores | pd.DataFrame"]
+"""`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> TurnScores`, aligned with
+`frame.turns` (or, for an evaluator written turn by turn, a DataFrame[RESULT_COLUMNS] in the same
+order)."""
 
 
 class EvaluatorError(PlangateError):
@@ -115,62 +121,76 @@ def _run(
         raise EvaluatorError(
             f"evaluator {spec.name!r}: bad parameters {sorted(params)}: {exc}"
         ) from exc
-    result = result[RESULT_COLUMNS].copy()
-    result[OUTCOME] = [outcome_of(None if _missing(p) else bool(p)) for p in result[PASSED]]
-    result[PASSED] = pd.Series(
-        [passed_of(o) for o in result[OUTCOME]],
-        index=result.index,
-        dtype=object,
-    )
-    result[SCORE] = result[SCORE].astype("float64")
-    _mark_errors(result, frame)
-    result[DETAILS] = [
-        json.dumps(d, sort_keys=True, default=str) if d is not None else None
-        for d in result[DETAILS]
-    ]
-    result[EVALUATOR] = spec.name
-    result[VERSION] = spec.version
-    ids = frame.turns[[*TURN_KEY, TASK_ID, TRIAL]]
-    result = result.merge(ids, on=TURN_KEY, how="left")
-    result = result.astype({TURN_INDEX: "int64"})
+    scores = result if isinstance(result, TurnScores) else _from_rows(result)
+    return _table(spec, frame, scores)
+
+
+def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
+    """The score table of one evaluator: its verdicts, the turn keys and ids, errors marked."""
+    turns = len(frame.turns)
+    passed = np.asarray(scores.passed, dtype=np.float64)
+    outcome = np.where(np.isnan(passed), NOT_APPLICABLE, np.where(passed > 0, PASS, FAIL))
+    outcome = outcome.astype(object)  # not a fixed-width string: "error" is longer than "n/a"
+    score = np.asarray(scores.score, dtype=np.float64).copy()
+    label = strings(scores.label, turns)
+    explanation = strings(scores.explanation, turns)
+    failed, messages = _failures(frame)
+    if len(failed):
+        outcome[failed] = ERROR
+        passed[failed] = np.nan
+        score[failed] = np.nan
+        label = overlay(label, failed, [ERROR] * len(failed))
+        explanation = overlay(
+            explanation,
+            failed,
+            [f"not judged: the turn ended in an infrastructure error ({m})" for m in messages],
+        )
+    agent = frame.turns.agent
     columns = {
-        name: _column(result[name], SCORE_SCHEMA.field(name).type) for name in SCORE_SCHEMA.names
+        SESSION_ID: frame.turns.session_id,
+        TURN_INDEX: pa.array(frame.turns.turn_index, pa.int32()),
+        EVALUATOR: pa.array(np.full(turns, spec.name, dtype=object), pa.string()),
+        VERSION: pa.array(np.full(turns, spec.version, dtype=np.int32)),
+        SCORE: pa.array(score, pa.float64(), mask=np.isnan(score)),
+        PASSED: pa.array(passed > 0, pa.bool_(), mask=np.isnan(passed)),
+        OUTCOME: pa.array(outcome, pa.string()),
+        LABEL: label,
+        EXPLANATION: explanation,
+        DETAILS: scores.details,
+        TASK_ID: frame.values(TASK_ID, agent),
+        TRIAL: frame.values(TRIAL, agent).cast(pa.int32()),
     }
     return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)
 
 
-def _mark_errors(result: pd.DataFrame, frame: TraceFrame) -> None:
-    """Turns that ended in an infrastructure failure become errors, with the failure's message."""
-    turns = frame.turns
-    failed = turns[turns[STOP_REASON].isin(ERROR_STOP_REASONS)]
-    if failed.empty:
-        return
-    messages = {
-        (str(s), int(t)): f"{reason}: {message}" if isinstance(message, str) else str(reason)
-        for s, t, reason, message in zip(
-            failed[TURN_KEY[0]], failed[TURN_KEY[1]], failed[STOP_REASON],
-            failed[STATUS_MESSAGE], strict=True,
-        )
-    }  # fmt: skip
-    keys = list(zip(result[TURN_KEY[0]], result[TURN_KEY[1]].astype(int), strict=True))
-    errored = [k in messages for k in keys]
-    if not any(errored):
-        return
-    rows = result.index[errored]
-    result.loc[rows, OUTCOME] = ERROR
-    result.loc[rows, PASSED] = None
-    result.loc[rows, SCORE] = None
-    result.loc[rows, LABEL] = ERROR
-    result.loc[rows, EXPLANATION] = [
-        f"not judged: the turn ended in an infrastructure error ({messages[k]})"
-        for k, e in zip(keys, errored, strict=True)
-        if e
+def _failures(frame: TraceFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Turns that ended in an infrastructure failure, and the failure's message for each."""
+    reasons = frame.values(STOP_REASON, frame.turns.agent)
+    failed = pc.is_in(reasons, value_set=pa.array(sorted(ERROR_STOP_REASONS), pa.string()))
+    rows = np.flatnonzero(np.asarray(failed.fill_null(False).to_numpy(zero_copy_only=False)))
+    if not len(rows):
+        return rows.astype(np.int64), []
+    status = frame.values(STATUS_MESSAGE, frame.turns.agent[rows]).to_pylist()
+    reason = reasons.take(pa.array(rows)).to_pylist()
+    messages = [
+        f"{r}: {m}" if isinstance(m, str) else str(r) for r, m in zip(reason, status, strict=True)
     ]
+    return rows.astype(np.int64), messages
 
 
-def _column(series: pd.Series, kind: pa.DataType) -> pa.Array:
-    values = [None if _missing(v) else v for v in series.tolist()]
-    return pa.array(values, type=kind)
+def _from_rows(result: pd.DataFrame) -> TurnScores:
+    """Scores an evaluator wrote as rows (one per turn, in turn order) as columns."""
+    rows = result[RESULT_COLUMNS]
+    passed = [np.nan if _missing(p) else float(bool(p)) for p in rows[PASSED]]
+    return TurnScores(
+        passed=np.asarray(passed, dtype=np.float64),
+        score=np.asarray(
+            [np.nan if _missing(v) else float(v) for v in rows[SCORE]], dtype=np.float64
+        ),
+        label=pa.array(rows[LABEL].tolist(), pa.string()),
+        explanation=pa.array(rows[EXPLANATION].tolist(), pa.string()),
+        details=pa.array(dumps([None if _missing(d) else d for d in rows[DETAILS]]), pa.string()),
+    )
 
 
 def _missing(value: Any) -> bool:

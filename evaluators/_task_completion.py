@@ -68,12 +68,16 @@ def task_completion(
     frame: TraceFrame, rubrics: RubricSet, reward_threshold: float = 1.0
 ) -> pd.DataFrame:
     """Did the turn finish with every plan item closed and its rubric met (or source reward)."""
-    last = frame.spans[frame.spans["plan"].notna()].groupby(TURN_KEY, sort=False)["plan"].last()
+    last = (
+        frame.span_frame[frame.span_frame["plan"].notna()]
+        .groupby(TURN_KEY, sort=False)["plan"]
+        .last()
+    )
     plans = {(str(s), int(t)): p for (s, t), p in last.items()}
     needs_calls = rubrics.uses("required_tools") or rubrics.uses("forbidden_tools")
     calls = _calls_by_turn(frame) if needs_calls else {}
     rows = []
-    for turn in frame.turns.itertuples(index=False):
+    for turn in frame.turn_frame.itertuples(index=False):
         key = (turn.session_id, int(turn.turn_index))
         if not _missing(turn.reward):
             rows.append(_from_reward(key, float(turn.reward), str(turn.source), reward_threshold))
@@ -206,7 +210,7 @@ def _key(key: tuple[str, int]) -> dict[str, Any]:
 
 def _calls_by_turn(frame: TraceFrame) -> dict[tuple[str, int], list[tuple[str, Any]]]:
     calls: dict[tuple[str, int], list[tuple[str, Any]]] = {}
-    tools = frame.tools
+    tools = frame.tool_frame
     for session, turn, name, args in zip(
         tools[SESSION_ID],
         tools[TURN_INDEX],

@@ -100,13 +100,13 @@ def trajectory_match(
     """
     ignored = frozenset(ignore_tools)
     if not rubrics.uses("required_tools"):  # nothing to compare: skip parsing every call
-        keys = frame.turns[TURN_KEY].itertuples(index=False)
+        keys = frame.turn_frame[TURN_KEY].itertuples(index=False)
         return pd.DataFrame(
             [_row((str(s), int(t)), None, [], 0) for s, t in keys], columns=RESULT_COLUMNS
         )
     calls = _calls_by_turn(frame, ignored)
     rows = []
-    for session_id, turn_index in frame.turns[TURN_KEY].itertuples(index=False):
+    for session_id, turn_index in frame.turn_frame[TURN_KEY].itertuples(index=False):
         key = (str(session_id), int(turn_index))
         rubric = rubrics.lookup(*key)
         actual, skipped = calls.get(key, ([], 0))
@@ -118,7 +118,7 @@ def _calls_by_turn(
     frame: TraceFrame, ignored: frozenset[str]
 ) -> dict[tuple[str, int], tuple[list[Call], int]]:
     """Per turn: the compared calls, and how many calls were left out."""
-    tools = frame.tools
+    tools = frame.tool_frame
     names = tools["tool"]
     kept = ~names.isin(ignored)
     skipped = (~kept).groupby([tools[SESSION_ID], tools[TURN_INDEX]]).sum()
