@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -230,9 +231,16 @@ def _check_values(table: pa.Table, column: str, allowed: frozenset[str], where: 
 
 
 def _check_unique_spans(table: pa.Table, where: str) -> None:
-    keys = pc.binary_join_element_wise(table.column(TRACE_ID), table.column(SPAN_ID), "/")
-    if pc.count_distinct(keys).as_py() == len(keys):
+    spans = table.column(SPAN_ID).combine_chunks().dictionary_encode()
+    if len(spans.dictionary) == len(spans):  # span ids alone unique: so are the pairs
         return
+    traces = table.column(TRACE_ID).combine_chunks().dictionary_encode()
+    pairs = np.asarray(traces.indices, np.int64) * len(spans.dictionary) + np.asarray(
+        spans.indices, np.int64
+    )
+    if len(np.unique(pairs)) == len(pairs):
+        return
+    keys = pc.binary_join_element_wise(table.column(TRACE_ID), table.column(SPAN_ID), "/")
     seen: dict[str, int] = {}
     for index, key in enumerate(keys.to_pylist()):
         if key in seen:

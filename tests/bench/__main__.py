@@ -19,6 +19,7 @@ from tests.bench import (
     bench_gate,
     bench_imports,
     bench_loop,
+    bench_peers,
     bench_receiver,
     bench_redact,
     bench_replay,
@@ -123,6 +124,7 @@ def write(
     endpoint: list[bench_endpoint.EndpointTiming] | None = None,
     receiver: list[bench_receiver.ReceiverTiming] | None = None,
     replays: list[bench_replay.Throughput] | None = None,
+    extra: dict[str, object] | None = None,
 ) -> None:
     """Save the results with the versions they were measured with."""
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -145,6 +147,7 @@ def write(
         "endpoint": [r.as_dict(endpoint[0]) for r in endpoint] if endpoint else [],
         "otlp_receiver": [r.as_dict() for r in receiver or []],
         "replay_turns_per_second": {r.name: round(r.per_second, 2) for r in replays or []},
+        **(extra or {}),
     }
     OUT.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
@@ -175,6 +178,9 @@ def main() -> None:
     console.print(verdict(results))
     evaluator_results = bench_evaluators.run_all()
     console.print(evaluator_table(evaluator_results))
+    console.print("\n".join(bench_evaluators.verdict(evaluator_results)), markup=False)
+    peers = bench_peers.run_all()
+    console.print(bench_peers.table(peers))
     study = bench_gate.study()
     console.print(study_table(study))
     imports = bench_imports.run_all()
@@ -198,6 +204,7 @@ def main() -> None:
         endpoint,
         receiver,
         replays,
+        {"peers": [r.as_dict() for r in peers]},
     )
     console.print(f"written to {OUT}")
 

@@ -1,0 +1,456 @@
+"""Plangate beside its peers, like for like: the same 2,000 trajectories of 20 tool calls each.
+
+The trajectories come from `bench_evaluators.synthetic_table` (every seventh one loops: from a
+random call on, one call is repeated). Plangate reads the trace table; each peer gets the same
+calls in its own input format, built before any timing:
+
+- loop detection: plangate's `tool_call_loops` on the whole table, the bare run detector
+  (`call_runs`) on the canonical column, and DeepEval's `AgentLoopDetectionMetric`, which reads
+  the span tree DeepEval's tracing attaches to a test case (`_trace_dict`, what
+  `TraceManager.create_nested_spans_dict` makes: an agent span whose children are a model span
+  and a tool span per call, the tool span's input the call's arguments as a dict);
+- trajectory match: plangate's `trajectory_match` with a strict rubric per trajectory, and
+  agentevals' strict trajectory match on OpenAI-style messages. Both compare every trajectory
+  with the same reference: the generator's trajectory without a loop.
+
+Each step is timed whole with `perf_counter`, best of a few repeats, in one process. A peer that
+takes milliseconds per trajectory is timed on the first `SUBSET` trajectories (its rate is
+per trajectory either way; the row says so) and its verdicts come from one more, untimed pass
+over all of them. Both peers are deterministic (neither calls a model); importing this module
+turns off their telemetry, LangSmith tracing and dotenv loading before either is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from rich.console import Console
+from rich.table import Table
+
+from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
+from plangate.harness import call_runs
+from tests.bench.bench_evaluators import synthetic_table
+
+# Set before DeepEval or agentevals is imported (both read them at import or on first use):
+# DeepEval's PostHog telemetry and update check, its dotenv and legacy key file loading (which
+# could bring in a Confident AI key), and LangSmith tracing around agentevals' evaluators.
+OFFLINE = {
+    "DEEPEVAL_TELEMETRY_OPT_OUT": "YES",
+    "DEEPEVAL_UPDATE_WARNING_OPT_IN": "0",
+    "DEEPEVAL_DISABLE_DOTENV": "1",
+    "DEEPEVAL_DISABLE_LEGACY_KEYFILE": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGSMITH_TRACING_V2": "false",
+    "LANGCHAIN_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+}
+os.environ.update(OFFLINE)
+
+TRAJECTORIES = 2_000
+CALLS = 20
+SEED = 7
+REPEATS = 3
+SUBSET = 200
+"""Trajectories the peers that take milliseconds per trajectory are timed on."""
+MAX_REPEATS = 2
+"""`tool_call_loops`' default: a call repeated more than twice in a row is a loop."""
+REQUEST = "Look at the numbers."
+ANSWER = "The numbers add up."
+
+Key = Literal["loops", "runs", "deepeval", "deepeval_quiet", "trajectory", "agentevals"]
+Counted = Literal["flagged", "passed"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One call of a trajectory as the agent made it."""
+
+    name: str
+    """Tool name."""
+    arguments: str
+    """The arguments' JSON text as sent (not canonical)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trajectory:
+    """One turn's tool calls, in order."""
+
+    session_id: str
+    """Session of the turn in the trace table."""
+    turn_index: int
+    """Index of the turn in its session."""
+    calls: tuple[ToolCall, ...]
+    """The turn's calls."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeerResult:
+    """One row: a measurement and the verdicts it gave."""
+
+    key: Key
+    """Which measurement (the targets compare rows by it)."""
+    name: str
+    """What was measured, with the peer's version."""
+    trajectories: int
+    """Trajectories in each timed run."""
+    seconds: float | None
+    """Best wall time of the timed runs; None when the peer is not installed."""
+    count: int | None = None
+    """Trajectories flagged as looping, or passed, over all of them; None when not counted."""
+    counted: Counted | None = None
+    """What `count` counts."""
+    note: str = ""
+    """How the row was measured, where that differs from the others."""
+
+    @property
+    def per_second(self) -> float | None:
+        """Trajectories per second; None when not measured."""
+        if self.seconds is None:
+            return None
+        return self.trajectories / self.seconds if self.seconds else float("inf")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "name": self.name,
+            "trajectories": self.trajectories,
+            "seconds": None if self.seconds is None else round(self.seconds, 4),
+            "per_second": None if self.per_second is None else round(self.per_second, 1),
+            "count": self.count,
+            "counted": self.counted,
+            "of": TRAJECTORIES,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """One of the issue's targets: how many times faster one row must be than another."""
+
+    text: str
+    """The target in words."""
+    fast: Key
+    """The row that must be faster."""
+    slow: Key
+    """The row it is compared with."""
+    at_least: float
+    """Required ratio of the rates, `fast` over `slow`."""
+
+
+TARGETS = (
+    Target(text="tool_call_loops within 2× of bare run detection", fast="loops", slow="runs",
+           at_least=0.5),
+    Target(text="tool_call_loops ≥ 500× DeepEval's default measure()", fast="loops",
+           slow="deepeval", at_least=500),
+    Target(text="tool_call_loops ≥ 100× DeepEval with its spinner off", fast="loops",
+           slow="deepeval_quiet", at_least=100),
+    Target(text="trajectory_match ≥ 500× agentevals' strict match", fast="trajectory",
+           slow="agentevals", at_least=500),
+)  # fmt: skip
+
+
+# -- the shared trajectories -----------------------------------------------------------------
+
+
+def trajectories(table: pa.Table, raw: Sequence[str]) -> list[Trajectory]:
+    """The table's turns with their calls; `raw` holds the argument texts of its TOOL rows."""
+    tools = table.filter(pc.equal(table["span_kind"], "TOOL"))
+    by_turn: dict[tuple[str, int], list[ToolCall]] = {}
+    for session, turn, name, text in zip(
+        tools["session_id"].to_pylist(),
+        tools["turn_index"].to_pylist(),
+        tools["tool_name"].to_pylist(),
+        raw,
+        strict=True,
+    ):
+        by_turn.setdefault((session, turn), []).append(ToolCall(name=name, arguments=text))
+    return [
+        Trajectory(session_id=s, turn_index=t, calls=tuple(calls))
+        for (s, t), calls in by_turn.items()
+    ]
+
+
+def reference(calls: int = CALLS) -> tuple[ToolCall, ...]:
+    """The generator's trajectory without a loop: what every trajectory is matched against."""
+    return tuple(
+        ToolCall(name="search", arguments=json.dumps({"query": f"q{c}", "limit": 10}))
+        for c in range(calls)
+    )
+
+
+def run_keys(table: pa.Table) -> tuple[Any, Any]:
+    """Call keys (tool name and canonical arguments) and turn labels of the TOOL rows."""
+    tools = table.filter(pc.equal(table["span_kind"], "TOOL"))
+    keys = pc.binary_join_element_wise(tools["tool_name"], tools["tool_args"], " ")
+    groups = pc.binary_join_element_wise(tools["session_id"], tools["trace_id"], "/")
+    return keys.to_numpy(zero_copy_only=False), groups.to_numpy(zero_copy_only=False)
+
+
+def best_of(step: Callable[[], T], repeats: int = REPEATS) -> tuple[float, T]:
+    """Best wall time of `repeats` runs of `step` (seconds), and the last run's result."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        result = step()
+        times.append(time.perf_counter() - began)
+    return min(times), result
+
+
+def version(distribution: str) -> str | None:
+    """The installed version of a distribution, or None."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def missing(key: Key, name: str, why: str) -> PeerResult:
+    """The row of a peer that could not be measured."""
+    return PeerResult(key=key, name=name, trajectories=0, seconds=None, note=why)
+
+
+# -- plangate ----------------------------------------------------------------------------------
+
+
+def count_outcome(scores: pa.Table, outcome: str) -> int:
+    """Turns of a score table with the given outcome."""
+    return int(pc.sum(pc.equal(scores["outcome"], outcome)).as_py() or 0)
+
+
+def loop_rows(table: pa.Table) -> list[PeerResult]:
+    """`tool_call_loops` on the whole table, and the bare run detector on its column."""
+    keys, groups = run_keys(table)
+    seconds, runs = best_of(lambda: call_runs(keys, groups))
+    looping = len(set(groups[runs.starts[runs.lengths > MAX_REPEATS]]))
+    loops, scores = best_of(lambda: evaluate(table, names=["tool_call_loops"]))
+    return [
+        PeerResult(key="loops", name="plangate evaluate(tool_call_loops)",
+                   trajectories=TRAJECTORIES, seconds=loops,
+                   count=count_outcome(scores, "fail"), counted="flagged",
+                   note="whole table, import into the evaluators' frame included"),
+        PeerResult(key="runs", name="plangate call_runs on the canonical column",
+                   trajectories=TRAJECTORIES, seconds=seconds, count=looping, counted="flagged",
+                   note=f"keys and labels built before timing; flagged: a run > {MAX_REPEATS}"),
+    ]  # fmt: skip
+
+
+def rubric_set(turns: Sequence[Trajectory]) -> RubricSet:
+    """A strict rubric per trajectory: exactly the reference calls, in order."""
+    rubric = Rubric(
+        required_tools=tuple(
+            ToolExpectation(name=c.name, arguments=json.loads(c.arguments), match="exact")
+            for c in reference()
+        ),
+        order="strict",
+    )
+    return RubricSet(turns={(t.session_id, t.turn_index): rubric for t in turns})
+
+
+def trajectory_row(table: pa.Table, rubrics: RubricSet) -> PeerResult:
+    """`trajectory_match` on the whole table against the strict rubrics."""
+    seconds, scores = best_of(lambda: evaluate(table, rubrics, names=["trajectory_match"]))
+    return PeerResult(
+        key="trajectory",
+        name="plangate evaluate(trajectory_match), strict",
+        trajectories=TRAJECTORIES,
+        seconds=seconds,
+        count=count_outcome(scores, "pass"),
+        counted="passed",
+        note="whole table; rubrics built before timing",
+    )
+
+
+# -- DeepEval ----------------------------------------------------------------------------------
+
+
+def trace(calls: Sequence[ToolCall]) -> dict[str, Any]:
+    """The span tree DeepEval's tracing would attach to the test case of one trajectory.
+
+    The shape of `TraceManager.create_nested_spans_dict` (deepeval/tracing/tracing.py): name,
+    type, input and output (None values left out) and children. Per call, the model span that
+    asked for it (the table has one before each call, without text), then the tool span.
+    """
+    children: list[dict[str, Any]] = []
+    for call in calls:
+        children.append({"name": "llm.call", "type": "llm", "children": []})
+        children.append(
+            {"name": call.name, "type": "tool", "input": json.loads(call.arguments), "children": []}
+        )
+    return {"name": "agent.turn", "type": "agent", "input": REQUEST, "output": ANSWER,
+            "children": children}  # fmt: skip
+
+
+@contextmanager
+def event_loop() -> Iterator[None]:
+    """An event loop for DeepEval's sync `measure()` to run its async path on, closed after."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def measure_all(metric: Any, cases: Sequence[Any], show: bool) -> list[tuple[float, bool]]:
+    """`measure()` on each test case: its score and whether it passed."""
+    verdicts = []
+    for case in cases:
+        metric.measure(case, _show_indicator=show)
+        verdicts.append((float(metric.score), bool(metric.success)))
+    return verdicts
+
+
+def deepeval_rows(turns: Sequence[Trajectory]) -> list[PeerResult]:
+    """DeepEval's `AgentLoopDetectionMetric`, its default `measure()` and with the spinner off."""
+    installed = version("deepeval")
+    name = f"DeepEval {installed} AgentLoopDetectionMetric.measure()"
+    try:
+        from deepeval.metrics import AgentLoopDetectionMetric
+        from deepeval.test_case import LLMTestCase
+    except ImportError:
+        why = "not installed" if installed is None else "no AgentLoopDetectionMetric here"
+        return [missing("deepeval", name, why), missing("deepeval_quiet", name, why)]
+    cases = []
+    for turn in turns:
+        case = LLMTestCase(input=REQUEST, actual_output=ANSWER)
+        case._trace_dict = trace(turn.calls)  # what DeepEval's evaluate() sets from @observe
+        cases.append(case)
+    metric = AgentLoopDetectionMetric()
+    with event_loop():
+        default, _ = best_of(lambda: measure_all(metric, cases[:SUBSET], True))
+        quiet, verdicts = best_of(lambda: measure_all(metric, cases, False))
+    failed = sum(not passed for _, passed in verdicts)
+    signalled = sum(score < 1.0 for score, _ in verdicts)
+    where = "a terminal" if sys.stderr.isatty() else "not a terminal"
+    return [
+        PeerResult(key="deepeval", name=f"{name}, default (spinner on)", trajectories=SUBSET,
+                   seconds=default, count=failed, counted="flagged",
+                   note=f"first {SUBSET} timed, rate per trajectory; verdicts of the full pass "
+                   f"below; stderr is {where}"),
+        PeerResult(key="deepeval_quiet", name=f"{name}, _show_indicator=False",
+                   trajectories=TRAJECTORIES, seconds=quiet, count=failed, counted="flagged",
+                   note=f"flagged: success False at its threshold 0.5; {signalled} scored "
+                   "below 1 (tool repetition weighs 0.4, so it alone never fails a case)"),
+    ]  # fmt: skip
+
+
+# -- agentevals --------------------------------------------------------------------------------
+
+
+def messages(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """One trajectory as OpenAI chat messages: the request, a call and its result per step."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": REQUEST}]
+    for i, call in enumerate(calls):
+        function = {"name": call.name, "arguments": call.arguments}
+        out.append(
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": f"call_{i}", "type": "function", "function": function}]}
+        )  # fmt: skip
+        out.append({"role": "tool", "tool_call_id": f"call_{i}", "content": ""})
+    out.append({"role": "assistant", "content": ANSWER})
+    return out
+
+
+def agentevals_row(turns: Sequence[Trajectory]) -> PeerResult:
+    """agentevals' strict trajectory match, once per trajectory, against the reference."""
+    installed = version("agentevals")
+    name = f"agentevals {installed} trajectory match, strict"
+    try:
+        from agentevals.trajectory.match import create_trajectory_match_evaluator
+    except ImportError:
+        return missing("agentevals", name, "not installed")
+    match = create_trajectory_match_evaluator(
+        trajectory_match_mode="strict", tool_args_match_mode="exact"
+    )
+    expected = messages(reference())
+    pairs = [(messages(t.calls), expected) for t in turns]
+
+    def run(chosen: Sequence[tuple[list[dict[str, Any]], list[dict[str, Any]]]]) -> list[bool]:
+        return [bool(match(outputs=o, reference_outputs=r)["score"]) for o, r in chosen]
+
+    seconds, _ = best_of(lambda: run(pairs[:SUBSET]))
+    return PeerResult(
+        key="agentevals",
+        name=name,
+        trajectories=SUBSET,
+        seconds=seconds,
+        count=sum(run(pairs)),
+        counted="passed",
+        note=f"first {SUBSET} trajectories, rate per trajectory; passes from one untimed pass "
+        "over all",
+    )
+
+
+# -- all of it ---------------------------------------------------------------------------------
+
+
+def run_all() -> list[PeerResult]:
+    """Every row, measured in this process on the same trajectories."""
+    table, raw = synthetic_table(TRAJECTORIES, CALLS, SEED)
+    turns = trajectories(table, raw)
+    return [
+        *loop_rows(table),
+        *deepeval_rows(turns),
+        trajectory_row(table, rubric_set(turns)),
+        agentevals_row(turns),
+    ]
+
+
+def verdict(results: Sequence[PeerResult]) -> list[str]:
+    """Each target: the ratio measured, and met or not met."""
+    rates = {r.key: r.per_second for r in results}
+    lines = []
+    for target in TARGETS:
+        fast, slow = rates.get(target.fast), rates.get(target.slow)
+        if not fast or not slow:
+            lines.append(f"{target.text}: not measured")
+            continue
+        ratio = fast / slow
+        met = "met" if ratio >= target.at_least else "not met"
+        shown = f"{1 / ratio:,.1f}× slower" if ratio < 1 else f"{ratio:,.1f}× faster"
+        lines.append(f"{target.text}: {shown} ({met})")
+    return lines
+
+
+def table(results: Sequence[PeerResult]) -> Table:
+    """The rows, with the targets as the caption."""
+    grid = Table(
+        title=f"Plangate and its peers on the same {TRAJECTORIES:,} trajectories of {CALLS} calls",
+        caption="\n".join(["targets:", *verdict(results)]),
+        caption_justify="left",
+    )
+    grid.add_column("measurement")
+    grid.add_column("timed", justify="right")
+    grid.add_column("best s", justify="right")
+    grid.add_column("trajectories/s", justify="right")
+    grid.add_column("verdicts", justify="right")
+    grid.add_column("note")
+    for r in results:
+        grid.add_row(
+            r.name,
+            f"{r.trajectories:,}" if r.seconds is not None else "",
+            "" if r.seconds is None else f"{r.seconds:.4f}",
+            "" if r.per_second is None else f"{r.per_second:,.0f}",
+            "" if r.count is None else f"{r.count:,} of {TRAJECTORIES:,} {r.counted}",
+            r.note,
+        )
+    return grid
+
+
+if __name__ == "__main__":
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(f"load average before the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    console.print(table(run_all()))
