@@ -119,8 +119,8 @@ class TraceFrame:
 
     def values(self, name: str, positions: Ints) -> pa.Array:
         """A column's values at some positions (-1: null)."""
-        rows = positions if self.order is None else self.order[positions]
-        missing = rows < 0
+        missing = positions < 0
+        rows = positions if self.order is None else np.where(missing, -1, self.order[positions])
         if missing.any():
             return self.table.column(name).take(pa.array(rows, mask=missing)).combine_chunks()
         return self.table.column(name).take(rows).combine_chunks()

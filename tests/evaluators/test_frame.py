@@ -1,0 +1,124 @@
+"""The evaluators' frame groups spans by turn in the order the score table promises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from plangate.evaluators import evaluate, prepare
+from plangate.replay import SCHEMA, TraceTableError, build_table
+from tests.evaluators.tables import trace_tables
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def pandas_order(table: pa.Table) -> pd.DataFrame:
+    """The order the frame must give: session, turn, start time (none last), then row."""
+    spans = table.to_pandas()
+    spans["row"] = range(len(spans))
+    return spans.sort_values(
+        ["session_id", "turn_index", "start_time", "row"], na_position="last", kind="stable"
+    ).reset_index(drop=True)
+
+
+@SETTINGS
+@given(trace_tables())
+def test_positions_are_the_rows_in_turn_order(table: pa.Table) -> None:
+    frame = prepare(table)
+    expected = pandas_order(table)
+    rows = np.arange(table.num_rows) if frame.order is None else frame.order
+    assert rows.tolist() == expected["row"].tolist()
+    turns = expected[["session_id", "turn_index"]].drop_duplicates()
+    assert frame.turns.session_id.to_pylist() == turns["session_id"].tolist()
+    assert frame.turns.turn_index.tolist() == turns["turn_index"].tolist()
+    keys = list(zip(expected["session_id"], expected["turn_index"], strict=True))
+    assert [keys.index(k) for k in keys] == frame.turns.start[frame.turn].tolist()
+
+
+@SETTINGS
+@given(trace_tables())
+def test_spans_of_a_kind_are_numbered_within_their_turn(table: pa.Table) -> None:
+    frame = prepare(table)
+    expected = pandas_order(table)
+    for spans, kind in ((frame.tools, "TOOL"), (frame.llms, "LLM"), (frame.agents, "AGENT")):
+        mine = expected[expected["span_kind"] == kind]
+        assert spans.position.tolist() == mine.index.tolist()
+        numbers = mine.groupby(["session_id", "turn_index"], sort=False).cumcount()
+        assert spans.number.tolist() == numbers.tolist()
+    agent = [
+        int(g.index[g["span_kind"] == "AGENT"][0]) if (g["span_kind"] == "AGENT").any() else -1
+        for _, g in expected.groupby(["session_id", "turn_index"], sort=True)
+    ]
+    assert frame.turns.agent.tolist() == agent
+
+
+def interleaved(table: pa.Table, seed: int) -> pa.Table:
+    """The rows of different turns interleaved at random, each turn's rows in their order.
+
+    (Within a turn, spans without a start time are in row order: that order is evidence.)
+    """
+    keys = list(zip(table["session_id"].to_pylist(), table["turn_index"].to_pylist(), strict=True))
+    slots = np.random.default_rng(seed).permutation(len(keys))
+    rows: dict[tuple[str, int], list[int]] = {}
+    for row, key in enumerate(keys):
+        rows.setdefault(key, []).append(row)
+    order = np.empty(len(keys), dtype=np.int64)
+    for members in rows.values():
+        order[np.sort(slots[members])] = members
+    return table.take(order)
+
+
+@SETTINGS
+@given(trace_tables())
+def test_every_evaluator_scores_every_turn_once_whatever_the_row_order(table: pa.Table) -> None:
+    scores = evaluate(table)
+    shuffled = evaluate(interleaved(table, 0))
+    turns = {
+        (s, t)
+        for s, t in zip(
+            table["session_id"].to_pylist(), table["turn_index"].to_pylist(), strict=True
+        )
+    }
+    for name in {
+        "latency",
+        "plan_adherence",
+        "task_completion",
+        "tool_call_loops",
+        "trajectory_match",
+    }:
+        mine = scores.filter(pa.compute.equal(scores["evaluator"], name))
+        keys = list(
+            zip(mine["session_id"].to_pylist(), mine["turn_index"].to_pylist(), strict=True)
+        )
+        assert sorted(keys) == sorted(turns) and len(keys) == len(set(keys))
+    assert scores.to_pylist() == shuffled.to_pylist()
+
+
+def test_an_empty_table_gives_an_empty_score_table() -> None:
+    assert evaluate(SCHEMA.empty_table()).num_rows == 0
+
+
+@pytest.mark.parametrize(
+    ("traces", "spans", "clash"),
+    [
+        (["t1", "t1", "t2"], ["s1", "s2", "s1"], None),  # span ids repeat across traces: fine
+        (["t1", "t2", "t1"], ["s1", "s2", "s1"], "rows 0 and 2"),
+    ],
+)
+def test_a_span_listed_twice_is_refused_by_row(
+    traces: list[str], spans: list[str], clash: str | None
+) -> None:
+    rows = [
+        {"session_id": "s", "turn_index": 0, "trace_id": t, "span_id": s, "span_kind": "TOOL",
+         "name": "tool.x", "status_code": "OK", "source": "test"}
+        for t, s in zip(traces, spans, strict=True)
+    ]  # fmt: skip
+    table = build_table(rows)
+    if clash is None:
+        assert prepare(table).tools.number.tolist() == [0, 1, 2]
+        return
+    with pytest.raises(TraceTableError, match=f"{clash} have the same trace_id/span_id 't1/s1'"):
+        prepare(table)
