@@ -137,8 +137,8 @@ class TraceFrame:
     def micros(self, name: str, positions: Ints) -> npt.NDArray[np.float64]:
         """A timestamp column at some positions, in microseconds since the epoch, NaN for null.
 
-        Exact (whole microseconds below 2**53): a difference divided by 1e6 gives the seconds
-        pandas' `total_seconds` gives.
+        Exact (whole microseconds below 2**53). For seconds equal to pandas' `total_seconds`,
+        split a difference as it does (whole seconds plus the rest / 1e6): see `_latency`.
         """
         values = self.values(name, positions).cast(pa.int64())
         return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
