@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 Floats = npt.NDArray[np.float64]
-Column = pa.Array | npt.NDArray[Any] | str
+Column: TypeAlias = "pa.Array | npt.NDArray[Any] | str"
 """An array (Arrow or NumPy) with one value per turn, or one string for all."""
 
 

@@ -7,6 +7,9 @@ harness time (wall minus model minus tool, at least 0: parallel calls can overla
 time in seconds, null when the source has no timestamps. Over a dataset, `latency_summary` gives
 p50/p95/p99 of wall time, and `latency_ratios` compares a candidate run with a baseline turn by
 turn.
+
+Every turn is computed at once, column-wise over the frame: durations from the timestamps as
+integers, sums per turn over the spans' places, text from templates over columns.
 """
 
 from __future__ import annotations
@@ -15,37 +18,31 @@ import json
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from plangate.evaluators._frame import TraceFrame
+from plangate.evaluators._columns import Column, TurnScores
+from plangate.evaluators._frame import Spans, TraceFrame
+from plangate.evaluators._latency_text import Budgets, Times, details, explanation
 from plangate.evaluators._registry import evaluator
-from plangate.evaluators._rubric import Rubric, RubricSet
-from plangate.evaluators.scores import (
-    DETAILS,
-    EVALUATOR,
-    EXPLANATION,
-    LABEL,
-    PASSED,
-    RESULT_COLUMNS,
-    SCORE,
-    TURN_KEY,
-)
-from plangate.replay.schema import (
-    END_TIME,
-    SESSION_ID,
-    SPAN_KIND,
-    START_TIME,
-    TOKENS_COMPLETION,
-    TOKENS_PROMPT,
-    TURN_INDEX,
-)
+from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators.scores import DETAILS, EVALUATOR, TURN_KEY
+from plangate.replay.schema import END_TIME, START_TIME, TOKENS_COMPLETION, TOKENS_PROMPT
 
 NAME = "latency"
 
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+LABELS = pa.array(["over budget", "no timing", "no budget", "within budget"], pa.string())
+_OVER, _UNTIMED, _UNBUDGETED, _WITHIN = range(4)
+
 
 @evaluator(NAME, version=2)
-def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
+def latency(frame: TraceFrame, rubrics: RubricSet) -> TurnScores:
     """Wall time per turn, split into model, tool and harness time; iterations and tokens.
 
     A turn passes when it is within its rubric's `max_seconds` and `max_iterations` (each only
@@ -57,152 +54,227 @@ def latency(frame: TraceFrame, rubrics: RubricSet) -> pd.DataFrame:
         rubrics: Rubrics with the budgets.
 
     Returns:
-        One row per turn; the score is the wall time in seconds.
+        Every turn's verdict; the score is the wall time in seconds.
     """
-    stats = frame.turn_frame[TURN_KEY].merge(_turn_times(frame), on=TURN_KEY, how="left")
-    rows = []
-    for record in stats.to_dict("records"):
-        key = (str(record[SESSION_ID]), int(record[TURN_INDEX]))
-        rows.append(_row(key, record, rubrics.lookup(*key)))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
-
-
-def _turn_times(frame: TraceFrame) -> pd.DataFrame:
-    """Times, iterations and tokens per turn, one groupby per span kind."""
-    spans = frame.span_frame
-    seconds = (spans[END_TIME] - spans[START_TIME]).dt.total_seconds().astype("float64")
-    timed = spans.assign(seconds=seconds, untimed=seconds.isna())
-    by_turn = timed.groupby(TURN_KEY, sort=False)
-    span_wall = (by_turn[END_TIME].max() - by_turn[START_TIME].min()).dt.total_seconds()
-    agents = timed[timed[SPAN_KIND] == "AGENT"].drop_duplicates(TURN_KEY).set_index(TURN_KEY)
-    llms = timed[timed[SPAN_KIND] == "LLM"].groupby(TURN_KEY, sort=False)
-    tools = timed[timed[SPAN_KIND] == "TOOL"].groupby(TURN_KEY, sort=False)
-    stats = pd.DataFrame(
-        {
-            "agent_wall": agents["seconds"],
-            "span_wall": span_wall.astype("float64"),
-            "model": llms["seconds"].sum(),
-            "model_untimed": llms["untimed"].any(),
-            "tool": tools["seconds"].sum(),
-            "tool_untimed": tools["untimed"].any(),
-            "iterations": llms.size(),
-            "tool_calls": tools.size(),
-            TOKENS_PROMPT: llms[TOKENS_PROMPT].sum(min_count=1).astype("float64"),
-            TOKENS_COMPLETION: llms[TOKENS_COMPLETION].sum(min_count=1).astype("float64"),
-        }
-    )
-    stats["wall"] = stats["agent_wall"].fillna(stats["span_wall"])
-    stats["wall_from"] = np.where(stats["agent_wall"].notna(), "agent span", "spans")
-    timed_turn = stats["wall"].notna()
-    # A part is known when every span of its kind has timestamps (none of the kind: 0 s).
-    for part in ("model", "tool"):
-        known = timed_turn & ~stats[f"{part}_untimed"].fillna(False).astype(bool)
-        stats[part] = stats[part].fillna(0.0).where(known)
-    stats["harness"] = (stats["wall"] - stats["model"] - stats["tool"]).clip(lower=0.0)
-    stats[["iterations", "tool_calls"]] = stats[["iterations", "tool_calls"]].fillna(0)
-    return stats.reset_index()
-
-
-def _row(key: tuple[str, int], record: dict[str, Any], rubric: Rubric | None) -> dict[str, Any]:
-    wall = _number(record.get("wall"))
-    iterations = int(_number(record.get("iterations")) or 0)
-    max_seconds = rubric.max_seconds if rubric is not None else None
-    max_iterations = rubric.max_iterations if rubric is not None else None
-    over = []
-    if max_seconds is not None and wall is not None and wall > max_seconds:
-        over.append(f"{wall:.2f} s is over the budget of {max_seconds:g} s")
-    if max_iterations is not None and iterations > max_iterations:
-        over.append(f"{iterations} iterations are over the budget of {max_iterations}")
+    times = _times(frame)
+    budgets = _budgets(frame, rubrics)
+    timed = ~np.isnan(times.wall)
+    has_seconds, has_iterations = ~np.isnan(budgets.seconds), ~np.isnan(budgets.iterations)
+    over_seconds = has_seconds & timed & (times.wall > budgets.seconds)
+    over_iterations = has_iterations & (times.iterations > budgets.iterations)
+    over = over_seconds | over_iterations
     # Without a budget that can be checked, a time is a measurement, not a pass: n/a.
-    judged = max_iterations is not None or (max_seconds is not None and wall is not None)
-    details = _details(record, max_seconds, max_iterations)
-    parts = [_timing(details), _counts(details)]
-    if over:
-        label = "over budget"
-    elif wall is None:
-        label = "no timing"
-    elif max_seconds is None and max_iterations is None:
-        label = "no budget"
-    else:
-        label = "within budget"
-        parts.append(f"within {_budget(max_seconds, max_iterations)}")
-    return {
-        SESSION_ID: key[0],
-        TURN_INDEX: key[1],
-        SCORE: wall,
-        PASSED: not over if judged else None,
-        LABEL: label,
-        EXPLANATION: "; ".join(over + parts),
-        DETAILS: details,
-    }
-
-
-def _details(
-    record: dict[str, Any], max_seconds: float | None, max_iterations: int | None
-) -> dict[str, Any]:
-    def count(name: str) -> int | None:
-        value = _number(record.get(name))
-        return None if value is None else int(value)
-
-    wall = _number(record.get("wall"))
-    return {
-        "wall_seconds": wall,
-        "wall_from": record.get("wall_from") if wall is not None else None,
-        "model_seconds": _number(record.get("model")),
-        "tool_seconds": _number(record.get("tool")),
-        "harness_seconds": _number(record.get("harness")),
-        "iterations": count("iterations") or 0,
-        "tool_calls": count("tool_calls") or 0,
-        "tokens_prompt": count(TOKENS_PROMPT),
-        "tokens_completion": count(TOKENS_COMPLETION),
-        "max_seconds": max_seconds,
-        "max_iterations": max_iterations,
-    }
-
-
-def _timing(details: dict[str, Any]) -> str:
-    wall = details["wall_seconds"]
-    if wall is None:
-        return "no timestamps in the source"
-    text = f"wall {wall:.2f} s ({details['wall_from']})"
-    model, tool = details["model_seconds"], details["tool_seconds"]
-    if model is None or tool is None:
-        missing = " and ".join(
-            name for name, value in (("model", model), ("tool", tool)) if value is None
-        )
-        return text + f"; the {missing} spans have no timestamps, so it is not split"
-    return text + (
-        f" = model {model:.2f} s + tools {tool:.2f} s + harness {details['harness_seconds']:.2f} s"
+    judged = has_iterations | (has_seconds & timed)
+    unbudgeted = np.where(has_seconds | has_iterations, _WITHIN, _UNBUDGETED)
+    label = np.where(over, _OVER, np.where(timed, unbudgeted, _UNTIMED))
+    return TurnScores(
+        passed=np.where(judged, np.where(over, 0.0, 1.0), np.nan),
+        score=times.wall,
+        label=LABELS.take(pa.array(label.astype(np.int64))),
+        explanation=explanation(times, budgets, over_seconds, over_iterations, label == _WITHIN),
+        details=details(times, budgets, timed),
     )
 
 
-def _counts(details: dict[str, Any]) -> str:
-    iterations = _plural(details["iterations"], "iteration")
-    text = f"{iterations}, {_plural(details['tool_calls'], 'tool call')}"
-    prompt, completion = details["tokens_prompt"], details["tokens_completion"]
-    if prompt is None and completion is None:
-        return text + ", no token counts"
-    return text + f", {prompt or 0:,} prompt + {completion or 0:,} completion tokens"
+# -- times -------------------------------------------------------------------------------------
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def _times(frame: TraceFrame) -> Times:
+    """Each turn's wall, model, tool and harness time, its counts and its token sums."""
+    turns = len(frame.turns)
+    start, start_known = _micros(frame, START_TIME)
+    end, end_known = _micros(frame, END_TIME)
+    duration = _seconds(end - start, start_known & end_known)
+    agent = frame.turns.agent
+    agent_wall = np.where(agent >= 0, duration[agent] if len(duration) else np.nan, np.nan)
+    from_agent = ~np.isnan(agent_wall)
+    wall = agent_wall
+    if not from_agent.all():
+        wall = np.where(
+            from_agent, agent_wall, _span_wall(frame, start, start_known, end, end_known)
+        )
+    iterations, tool_calls = frame.llms.counts(turns), frame.tools.counts(turns)
+    model = _part(frame.llms, iterations, duration, wall)
+    tool = _part(frame.tools, tool_calls, duration, wall)
+    harness = wall - model - tool
+    tokens = [_tokens(frame, name, iterations) for name in (TOKENS_PROMPT, TOKENS_COMPLETION)]
+    return Times(
+        wall=wall,
+        from_agent=from_agent,
+        model=model,
+        tool=tool,
+        harness=np.where(harness < 0, 0.0, harness),
+        iterations=iterations,
+        tool_calls=tool_calls,
+        tokens=pa.concat_arrays(tokens),
+    )
 
 
-def _budget(max_seconds: float | None, max_iterations: int | None) -> str:
+def _micros(frame: TraceFrame, name: str) -> tuple[Ints, Bools]:
+    """A timestamp column at every position in whole microseconds (0 for null), and where known."""
+    return _integers(frame.column(name).cast(pa.int64()))
+
+
+def _integers(values: pa.Array) -> tuple[Ints, Bools]:
+    """An int64 column as NumPy (0 for null), and where it is not null."""
+    if not values.null_count:
+        return np.asarray(values.to_numpy(), dtype=np.int64), np.ones(len(values), dtype=bool)
+    known = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return np.asarray(values.fill_null(0).to_numpy(), dtype=np.int64), known
+
+
+def _seconds(micros: Ints, known: Bools) -> Floats:
+    """Microseconds as seconds, as pandas' `total_seconds` gives them; NaN where not `known`.
+
+    To the last bit: pandas divides the whole seconds and the rest separately, and
+    `s + r / 1e6` can differ from `micros / 1e6` in the last place.
+    """
+    whole, rest = np.divmod(micros, 1_000_000)
+    return np.where(known, whole + rest / 1e6, np.nan)
+
+
+def _span_wall(
+    frame: TraceFrame, start: Ints, start_known: Bools, end: Ints, end_known: Bools
+) -> Floats:
+    """Each turn's last end minus its first start over all its spans (NaN without either)."""
+    first = frame.turns.start
+    if not len(first):
+        return np.zeros(0)
+    bounds = np.iinfo(np.int64)
+    latest = np.maximum.reduceat(np.where(end_known, end, bounds.min), first)
+    earliest = np.minimum.reduceat(np.where(start_known, start, bounds.max), first)
+    known = (latest > bounds.min) & (earliest < bounds.max)
+    return _seconds(np.where(known, latest - earliest, 0), known)
+
+
+def _part(spans: Spans, counts: Ints, duration: Floats, wall: Floats) -> Floats:
+    """The summed durations of some spans per turn (0 where the turn has none of them).
+
+    NaN where the turn is untimed or one of these spans has no timestamps.
+    """
+    values = duration[spans.position]
+    missing = np.isnan(values)
+    untimed = np.bincount(spans.turn[missing], minlength=len(wall)) > 0
+    values = np.where(missing, 0.0, values)
+    if missing.any():
+        sums = _compensated_sums(values, counts)
+    else:
+        sums = _sums(np.add, values, counts, np.float64)
+    return np.where(np.isnan(wall) | untimed, np.nan, sums)
+
+
+def _sums(ufunc: np.ufunc, values: npt.NDArray[Any], counts: Ints, dtype: type) -> npt.NDArray[Any]:
+    """`ufunc` reduced over each turn's values (in turn order, `counts` of them a turn).
+
+    0 (or False) where a turn has none. For seconds this is how pandas' groupby `sum` adds them
+    when none of the column is NaN.
+    """
+    sums: npt.NDArray[Any] = np.zeros(len(counts), dtype=dtype)
+    some = counts > 0
+    if some.any():
+        sums[some] = ufunc.reduceat(values, (np.cumsum(counts) - counts)[some])
+    return sums
+
+
+def _compensated_sums(values: Floats, counts: Ints) -> Floats:
+    """Per turn, the Kahan sum of its values in order, as pandas' Cython `group_sum` adds.
+
+    pandas' groupby `sum` takes that path when the column has a NaN anywhere. One step per
+    place in a turn, over every turn that has a value at that place.
+    """
+    turns = len(counts)
+    sums = np.zeros(turns)
+    compensation = np.zeros(turns)
+    if not len(values):
+        return sums
+    first = np.cumsum(counts) - counts
+    longest_first = np.argsort(-counts, kind="stable")
+    longer = turns - np.cumsum(np.bincount(counts))  # [k]: how many turns have more than k
+    for place in range(int(counts.max())):
+        turn = longest_first[: longer[place]]
+        step = values[first[turn] + place] - compensation[turn]
+        total = sums[turn] + step
+        compensation[turn] = (total - sums[turn]) - step
+        sums[turn] = total
+    return sums
+
+
+def _tokens(frame: TraceFrame, name: str, counts: Ints) -> pa.Array:
+    """A token count summed over each turn's LLM spans (int64), null where none has one."""
+    numbers, counted = _integers(frame.values(name, frame.llms.position).cast(pa.int64()))
+    totals = _sums(np.add, numbers, counts, np.int64)
+    has = _sums(np.logical_or, counted, counts, np.bool_)
+    return pa.array(totals, pa.int64(), mask=~has)
+
+
+# -- budgets -----------------------------------------------------------------------------------
+
+
+def _budgets(frame: TraceFrame, rubrics: RubricSet) -> Budgets:
+    """Each turn's budgets, from its own rubric, else the default (text once per budget)."""
+    index_of: dict[tuple[str, str], int] = {}
+    pairs: list[tuple[Any, Any]] = []
+    slots = []
+    for rubric in [rubrics.default, *rubrics.turns.values()]:
+        pair = (None, None) if rubric is None else (rubric.max_seconds, rubric.max_iterations)
+        key = (json.dumps(pair[0], default=str), json.dumps(pair[1], default=str))
+        if key not in index_of:
+            index_of[key] = len(pairs)
+            pairs.append(pair)
+        slots.append(index_of[key])
+    slot = np.asarray(slots, dtype=np.int64)[_own_rubrics(frame, rubrics) + 1]
+    return Budgets(
+        seconds=_floats([s for s, _ in pairs], slot),
+        iterations=_floats([i for _, i in pairs], slot),
+        seconds_text=_texts([None if s is None else f"{s:g}" for s, _ in pairs], slot),
+        iterations_text=_texts([None if i is None else str(i) for _, i in pairs], slot),
+        within=_texts([_within(*pair) for pair in pairs], slot),
+        seconds_json=_texts([key[0] for key in index_of], slot),
+        iterations_json=_texts([key[1] for key in index_of], slot),
+    )
+
+
+def _floats(values: list[Any], slot: Ints) -> Floats:
+    per_slot = np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+    return per_slot[slot]
+
+
+def _texts(values: list[str | None], slot: Ints) -> Column:
+    if len(values) == 1:  # every turn has the same budgets: a constant
+        return values[0] or ""
+    return pa.array(values, pa.string()).take(pa.array(slot))
+
+
+def _within(max_seconds: Any, max_iterations: Any) -> str | None:
     parts = []
     if max_seconds is not None:
         parts.append(f"{max_seconds:g} s")
     if max_iterations is not None:
         parts.append(f"{max_iterations} iterations")
-    return " and ".join(parts)
+    return " and ".join(parts) or None
 
 
-def _number(value: Any) -> float | None:
-    if value is None or value is pd.NA:
-        return None
-    number = float(value)
-    return None if number != number else number
+def _own_rubrics(frame: TraceFrame, rubrics: RubricSet) -> Ints:
+    """Each turn's place in `rubrics.turns`, -1 where it has no rubric of its own."""
+    own = np.full(len(frame.turns), -1, dtype=np.int64)
+    if not rubrics.turns or not len(own):
+        return own
+    encoded = frame.turns.session_id.dictionary_encode()
+    named = pa.array([session for session, _ in rubrics.turns], pa.string())
+    session = pc.index_in(named, value_set=encoded.dictionary).fill_null(-1)
+    session_code = np.asarray(session.to_numpy(zero_copy_only=False), dtype=np.int64)
+    index = np.asarray([turn for _, turn in rubrics.turns], dtype=np.int64)
+    turn_index = frame.turns.turn_index
+    low = int(turn_index.min())
+    width = int(turn_index.max()) - low + 1
+    known = (session_code >= 0) & (index >= low) & (index < low + width)
+    keys = np.where(known, session_code * width + index - low, -1)
+    wanted = np.asarray(encoded.indices, dtype=np.int64) * width + turn_index - low
+    order = np.argsort(keys, kind="stable")
+    at = np.minimum(np.searchsorted(keys[order], wanted), len(keys) - 1)
+    found = keys[order][at] == wanted
+    own[found] = order[at[found]]
+    return own
 
 
 # -- over a dataset ----------------------------------------------------------------------------

@@ -15,78 +15,54 @@ compares arguments by its own `match` (exact, ignore, subset: `ToolExpectation.m
 
 So a turn passes exactly when its score is 1. The explanation names the first mismatch, with the
 call's position in the turn (plan and control calls count in that position).
+
+Computed column-wise: the calls of the turns with a rubric are codes (tool, argument text) and
+the expected calls flat indices (`_trajectory_codes`). A strict turn's matching prefix ends at
+its first call that does not fit the expected call at its place; a subset turn's calls each fit
+some expected call or not; and where a rubric checks each tool it names one way, a maximum
+matching is a count per tool (each of its calls fits all of that tool's expected calls or none).
+Python compares, call by call (`_trajectory_rows`), only a failing unordered, subset or superset
+turn (its explanation lists every mismatch) and a turn whose rubric checks a tool two ways.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
 
-from plangate.evaluators._frame import TraceFrame
+from plangate.evaluators._columns import Floats, TurnScores, dumps, json_objects, strings
+from plangate.evaluators._frame import Ints, TraceFrame
 from plangate.evaluators._registry import evaluator
-from plangate.evaluators._rubric import Rubric, RubricSet, ToolExpectation
-from plangate.evaluators.scores import (
-    DETAILS,
-    EXPLANATION,
-    LABEL,
-    PASSED,
-    RESULT_COLUMNS,
-    SCORE,
-    TURN_KEY,
+from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators._trajectory_calls import Judged
+from plangate.evaluators._trajectory_codes import (
+    ORDERS,
+    Bools,
+    Expectations,
+    ToolCodes,
+    assign,
+    expectations,
+    fits,
+    tool_codes,
 )
-from plangate.replay.schema import (
-    CONTROL_TOOLS,
-    PLAN_TOOLS,
-    SESSION_ID,
-    TOOL_ARGS,
-    TURN_INDEX,
-)
+from plangate.evaluators._trajectory_rows import Call, verdict
+from plangate.evaluators._trajectory_text import Pieces, columns, lay
+from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS
 
 IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))
 """Left out of the compared sequence by default: plan bookkeeping and `finish`."""
-MAX_ARGUMENT_CHARS = 80
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Call:
-    """One tool call of the turn as compared."""
-
-    position: int
-    """1-based position among all the turn's tool calls."""
-    name: str
-    """Tool name."""
-    arguments: Mapping[str, Any] | None
-    """Parsed arguments (None: not a JSON object)."""
-    text: str
-    """Canonical argument text, for explanations."""
-
-    def describe(self) -> str:
-        """`name({...})`, arguments cut to `MAX_ARGUMENT_CHARS`."""
-        text = (
-            self.text
-            if len(self.text) <= MAX_ARGUMENT_CHARS
-            else self.text[: MAX_ARGUMENT_CHARS - 1] + "…"
-        )
-        return f"{self.name}({text})"
-
-
-@dataclass(slots=True)
-class Comparison:
-    """The outcome of comparing one turn: score, mismatches in order, matched count."""
-
-    score: float
-    matched: int
-    mismatches: list[str] = field(default_factory=list)
+NOT_APPLICABLE = "not applicable: no rubric names the tools this turn must call"
+NO_RUBRIC = "no rubric"
+STRICT, UNORDERED, SUBSET, SUPERSET = range(len(ORDERS))
 
 
 @evaluator("trajectory_match", version=2)
 def trajectory_match(
     frame: TraceFrame, rubrics: RubricSet, ignore_tools: Iterable[str] = IGNORED_TOOLS
-) -> pd.DataFrame:
+) -> TurnScores:
     """The turn's tool calls against its rubric's required calls: strict, unordered, sub/superset.
 
     Args:
@@ -96,199 +72,214 @@ def trajectory_match(
         ignore_tools: Tools left out of the turn's sequence before comparing.
 
     Returns:
-        One row per turn.
+        The verdict of every turn.
     """
-    ignored = frozenset(ignore_tools)
-    if not rubrics.uses("required_tools"):  # nothing to compare: skip parsing every call
-        keys = frame.turn_frame[TURN_KEY].itertuples(index=False)
-        return pd.DataFrame(
-            [_row((str(s), int(t)), None, [], 0) for s, t in keys], columns=RESULT_COLUMNS
-        )
-    calls = _calls_by_turn(frame, ignored)
-    rows = []
-    for session_id, turn_index in frame.turn_frame[TURN_KEY].itertuples(index=False):
-        key = (str(session_id), int(turn_index))
-        rubric = rubrics.lookup(*key)
-        actual, skipped = calls.get(key, ([], 0))
-        rows.append(_row(key, rubric, actual, skipped))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    turns = len(frame.turns)
+    if not rubrics.uses("required_tools"):  # nothing to compare: no call is looked at
+        return _not_applicable(strings('{"calls": 0, "ignored_calls": 0}', turns), turns)
+    tools = tool_codes(frame, frozenset(ignore_tools))
+    assignment = assign(frame.turns, rubrics)
+    judged = np.flatnonzero(assignment.slot >= 0)
+    if not len(judged):
+        return _not_applicable(_counted(frame, tools), turns)
+    table = expectations(assignment.rubrics, tools.names)
+    shape = table.shape[assignment.slot[judged]]
+    distinct, unit = Judged.of(frame, tools, judged, shape).distinct()
+    scores = _judge(distinct, table, tools)
+    if len(distinct) < len(judged):  # turns with the same rubric and calls, judged once
+        scores = _take(scores, unit)
+    if len(judged) == turns:
+        return scores
+    return _among(scores, judged, _not_applicable(_counted(frame, tools), turns))
 
 
-def _calls_by_turn(
-    frame: TraceFrame, ignored: frozenset[str]
-) -> dict[tuple[str, int], tuple[list[Call], int]]:
-    """Per turn: the compared calls, and how many calls were left out."""
-    tools = frame.tool_frame
-    names = tools["tool"]
-    kept = ~names.isin(ignored)
-    skipped = (~kept).groupby([tools[SESSION_ID], tools[TURN_INDEX]]).sum()
-    out: dict[tuple[str, int], tuple[list[Call], int]] = {
-        (str(s), int(t)): ([], int(n)) for (s, t), n in skipped.items()
-    }
-    chosen = tools[kept]
-    for session, turn, position, name, text in zip(
-        chosen[SESSION_ID],
-        chosen[TURN_INDEX],
-        chosen["call"],
-        names[kept],
-        chosen[TOOL_ARGS].fillna("").astype(str),
+def _counted(frame: TraceFrame, tools: ToolCodes) -> pa.Array:
+    """The details of a turn without a rubric: how many calls it has, and how many left out."""
+    turns = len(frame.turns)
+    calls = np.bincount(frame.tools.turn[tools.kept], minlength=turns)
+    skipped = np.bincount(frame.tools.turn[~tools.kept], minlength=turns)
+    return json_objects({"calls": calls, "ignored_calls": skipped}, turns)
+
+
+def _among(scores: TurnScores, rows: Ints, others: TurnScores) -> TurnScores:
+    """`others` with `scores` at `rows`."""
+    turns, judged = len(others.passed), len(rows)
+    passed, score = others.passed.copy(), others.score.copy()
+    passed[rows], score[rows] = scores.passed, scores.score
+    return TurnScores(
+        passed=passed,
+        score=score,
+        label=lay(strings(others.label, turns), rows, strings(scores.label, judged)),
+        explanation=lay(
+            strings(others.explanation, turns), rows, strings(scores.explanation, judged)
+        ),
+        details=lay(others.details, rows, scores.details),
+    )
+
+
+def _take(scores: TurnScores, rows: Ints) -> TurnScores:
+    index = pa.array(rows)
+    return TurnScores(
+        passed=scores.passed[rows],
+        score=scores.score[rows],
+        label=strings(scores.label, len(scores.passed)).take(index),
+        explanation=strings(scores.explanation, len(scores.passed)).take(index),
+        details=scores.details.take(index),
+    )
+
+
+def _not_applicable(details: pa.Array, turns: int) -> TurnScores:
+    nothing = np.full(turns, np.nan)
+    return TurnScores(
+        passed=nothing, score=nothing, label=NO_RUBRIC, explanation=NOT_APPLICABLE, details=details
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Tally:
+    """Per judged turn: matched count, score, verdict, and whether Python must compare it."""
+
+    matched: Ints
+    score: Floats
+    passed: Bools
+    python: Bools
+
+
+def _judge(judged: Judged, table: Expectations, tools: ToolCodes) -> TurnScores:
+    """The verdicts of the judged turns: columns, then Python for the few that need it."""
+    tally = _tally(judged, table)
+    label, explanation, details = columns(
+        Pieces.of(tools.names, judged.arguments, table), judged, table, tally.matched, tally.passed
+    )
+    scores = TurnScores(
+        passed=tally.passed.astype(np.float64),
+        score=tally.score,
+        label=label,
+        explanation=explanation,
+        details=details,
+    )
+    return _python(scores, judged, table, tools, np.flatnonzero(tally.python))
+
+
+def _tally(judged: Judged, table: Expectations) -> _Tally:
+    """Matched count, score and verdict of every judged turn, by its rubric's order."""
+    order = table.order[judged.slot]
+    expected = table.size[judged.slot]
+    calls = judged.calls
+    strict, subset, superset = order == STRICT, order == SUBSET, order == SUPERSET
+    prefix = _prefixes(judged, table, strict, expected)
+    fitting, used, pairs = _counts(judged, table, ~strict, expected)
+    longest = np.maximum(calls, expected)
+    fitting_share = np.divide(fitting, calls, out=np.ones(len(calls)), where=calls > 0)
+    score = np.select(
+        [strict, subset, superset],
+        [prefix / longest, fitting_share, pairs / expected],
+        pairs / longest,
+    )
+    passed = np.select(
+        [strict, subset, superset],
+        [(prefix == calls) & (prefix == expected), fitting == calls, pairs == expected],
+        (pairs == expected) & (pairs == calls),
+    )
+    matching = (order == UNORDERED) | superset
+    return _Tally(
+        matched=np.select([strict, subset], [prefix, used], pairs),
+        score=score,
+        passed=passed,
+        python=~strict & (~passed | (matching & ~table.simple[judged.slot])),
+    )
+
+
+def _prefixes(judged: Judged, table: Expectations, strict: Bools, expected: Ints) -> Ints:
+    """Per judged turn: how many leading calls fit the expected calls at their places.
+
+    Places are checked in bands of doubling width (1, 2, 4, ...), each only in the turns still
+    matching, so a turn that fails early has few of its calls' arguments parsed.
+    """
+    prefix = np.minimum(judged.calls, expected)
+    matching = strict & (prefix > 0)  # turns whose prefix may still end sooner
+    low, width = 0, 1
+    while matching.any():
+        band = (judged.rank >= low) & (judged.rank < low + width)
+        rows = np.flatnonzero(band & matching[judged.turn] & (judged.rank < prefix[judged.turn]))
+        if not len(rows):
+            break
+        flat = table.base[judged.slot[judged.turn[rows]]] + judged.rank[rows]
+        fit = fits(table, judged.arguments, flat, judged.tool[rows], judged.argument[rows])
+        bad = rows[~fit]
+        turn = judged.turn[bad]
+        first = np.ones(len(bad), dtype=bool)
+        first[1:] = turn[1:] != turn[:-1]
+        prefix[turn[first]] = judged.rank[bad[first]]
+        matching[turn] = False
+        low, width = low + width, 2 * width
+    return prefix
+
+
+def _counts(
+    judged: Judged, table: Expectations, chosen: Bools, expected: Ints
+) -> tuple[Ints, Ints, Ints]:
+    """Per judged turn among `chosen`: fitting calls, fitted expected calls, matched pairs.
+
+    A call fits when some expected call accepts it; an expected call is fitted when some call
+    fits it; matched pairs is the size of a maximum matching, right where the rubric is simple.
+    """
+    turns = len(judged.slot)
+    calls = np.flatnonzero(chosen[judged.turn])
+    if not len(calls):
+        nothing = np.zeros(turns, dtype=np.int64)
+        return nothing, nothing, nothing
+    repeats = expected[judged.turn[calls]]  # one row per (call, expected call of its turn)
+    call = np.repeat(calls, repeats)
+    place = np.arange(len(call)) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    turn = judged.turn[call]
+    fit = fits(
+        table, judged.arguments, table.base[judged.slot[turn]] + place, judged.tool[call],
+        judged.argument[call],
+    )  # fmt: skip
+    fitting_calls = np.bincount(call[fit], minlength=len(judged.turn)) > 0
+    fitting = np.bincount(judged.turn[fitting_calls], minlength=turns)
+    first = np.cumsum(expected) - expected  # per turn: its first (turn, expected call) slot
+    hits = np.bincount(first[turn[fit]] + place[fit], minlength=int(expected.sum()))
+    flat = np.repeat(table.base[judged.slot] - first, expected) + np.arange(len(hits))
+    used = np.add.reduceat((hits > 0).astype(np.int64), first)
+    pairs = np.add.reduceat(np.minimum(table.group[flat], hits), first)
+    return fitting, used, pairs
+
+
+def _python(
+    scores: TurnScores, judged: Judged, table: Expectations, tools: ToolCodes, rows: Ints
+) -> TurnScores:
+    """`scores` with the verdicts of the judged turns at `rows` compared call by call."""
+    if not len(rows):
+        return scores
+    picked = np.zeros(len(judged.slot), dtype=bool)
+    picked[rows] = True
+    actual: dict[int, list[Call]] = {turn: [] for turn in rows.tolist()}
+    chosen = np.flatnonzero(picked[judged.turn])
+    for turn, number, tool, code in zip(
+        judged.turn[chosen].tolist(),
+        judged.number[chosen].tolist(),
+        judged.tool[chosen].tolist(),
+        judged.argument[chosen].tolist(),
         strict=True,
     ):
-        call = Call(position=int(position) + 1, name=name, arguments=_parse(text), text=text)
-        out[(str(session), int(turn))][0].append(call)
-    return out
-
-
-def _row(
-    key: tuple[str, int], rubric: Rubric | None, actual: list[Call], skipped: int
-) -> dict[str, Any]:
-    base = {SESSION_ID: key[0], TURN_INDEX: key[1]}
-    if rubric is None or not rubric.required_tools:
-        return {
-            **base,
-            SCORE: None,
-            PASSED: None,
-            LABEL: "no rubric",
-            EXPLANATION: "not applicable: no rubric names the tools this turn must call",
-            DETAILS: {"calls": len(actual), "ignored_calls": skipped},
-        }
-    expected = list(rubric.required_tools)
-    result = _COMPARE[rubric.order](actual, expected)
-    passed = not result.mismatches
-    summary = (
-        f"{result.matched} of {len(expected)} expected calls matched ({rubric.order}) "
-        f"in {len(actual)} calls"
-    )
-    if skipped:
-        summary += f" ({skipped} plan/control calls left out)"
-    explanation = summary if passed else f"{result.mismatches[0]}; {summary}"
-    if len(result.mismatches) > 1:
-        explanation += f"; {len(result.mismatches) - 1} more mismatches"
-    return {
-        **base,
-        SCORE: result.score,
-        PASSED: passed,
-        LABEL: "match" if passed else "mismatch",
-        EXPLANATION: explanation,
-        DETAILS: {
-            "order": rubric.order,
-            "expected": [e.describe() for e in expected],
-            "actual": [c.describe() for c in actual],
-            "matched": result.matched,
-            "mismatches": result.mismatches,
-            "calls": len(actual),
-            "ignored_calls": skipped,
-        },
-    }
-
-
-# -- the four orders ---------------------------------------------------------------------------
-
-
-def _strict(actual: Sequence[Call], expected: Sequence[ToolExpectation]) -> Comparison:
-    prefix = 0
-    for call, expectation in zip(actual, expected, strict=False):
-        if not expectation.matches(call.name, call.arguments):
-            break
-        prefix += 1
-    longest = max(len(actual), len(expected))
-    result = Comparison(score=prefix / longest if longest else 1.0, matched=prefix)
-    if prefix < len(actual) and prefix < len(expected):
-        call, expectation = actual[prefix], expected[prefix]
-        result.mismatches.append(
-            f"call {call.position} is {call.describe()} but the rubric expects "
-            f"{expectation.describe()}"
+        call = Call(
+            position=number,
+            name=tools.names[tool],
+            arguments=judged.arguments.parsed(code),
+            text=judged.arguments.text(code),
         )
-    elif prefix < len(expected):
-        result.mismatches.append(f"missing {expected[prefix].describe()}")
-    elif prefix < len(actual):
-        result.mismatches.append(f"unexpected call {_at(actual[prefix])}")
-    return result
-
-
-def _unordered(actual: Sequence[Call], expected: Sequence[ToolExpectation]) -> Comparison:
-    pairs = _matching(actual, expected)
-    longest = max(len(actual), len(expected))
-    result = Comparison(score=len(pairs) / longest if longest else 1.0, matched=len(pairs))
-    result.mismatches += _missing(expected, pairs.values())
-    result.mismatches += _unexpected(actual, pairs.keys())
-    return result
-
-
-def _subset(actual: Sequence[Call], expected: Sequence[ToolExpectation]) -> Comparison:
-    fits = [
-        i for i, c in enumerate(actual) if any(e.matches(c.name, c.arguments) for e in expected)
+        actual[turn].append(call)
+    verdicts = [
+        verdict(table.rubrics[judged.slot[turn]], calls, int(judged.skipped[turn]))
+        for turn, calls in actual.items()
     ]
-    used = {j for c in actual for j, e in enumerate(expected) if e.matches(c.name, c.arguments)}
-    result = Comparison(score=len(fits) / len(actual) if actual else 1.0, matched=len(used))
-    result.mismatches += _unexpected(actual, fits)
-    return result
-
-
-def _superset(actual: Sequence[Call], expected: Sequence[ToolExpectation]) -> Comparison:
-    pairs = _matching(actual, expected)
-    result = Comparison(score=len(pairs) / len(expected), matched=len(pairs))
-    result.mismatches += _missing(expected, pairs.values())
-    return result
-
-
-_COMPARE: dict[str, Callable[[Sequence[Call], Sequence[ToolExpectation]], Comparison]] = {
-    "strict": _strict,
-    "unordered": _unordered,
-    "subset": _subset,
-    "superset": _superset,
-}
-
-
-def _matching(actual: Sequence[Call], expected: Sequence[ToolExpectation]) -> dict[int, int]:
-    """A maximum one-to-one matching of calls to expectations (augmenting paths; counts are small).
-
-    Expectations are served in rubric order and each tries the earliest free call first, so the
-    matching follows the turn's order where it can.
-
-    Returns:
-        Matched call index → expectation index.
-    """
-    fits = [
-        [i for i, call in enumerate(actual) if expectation.matches(call.name, call.arguments)]
-        for expectation in expected
-    ]
-    owner: dict[int, int] = {}
-
-    def claim(j: int, seen: set[int]) -> bool:
-        for i in fits[j]:
-            if i in seen:
-                continue
-            seen.add(i)
-            if i not in owner or claim(owner[i], seen):
-                owner[i] = j
-                return True
-        return False
-
-    for j in range(len(expected)):
-        claim(j, set())
-    return owner
-
-
-def _missing(expected: Sequence[ToolExpectation], matched: Iterable[int]) -> list[str]:
-    done = set(matched)
-    return [f"missing {e.describe()}" for j, e in enumerate(expected) if j not in done]
-
-
-def _unexpected(actual: Sequence[Call], matched: Iterable[int]) -> list[str]:
-    done = set(matched)
-    return [f"unexpected call {_at(c)}" for i, c in enumerate(actual) if i not in done]
-
-
-def _at(call: Call) -> str:
-    return f"{call.describe()} (call {call.position})"
-
-
-def _parse(text: str) -> Mapping[str, Any] | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    python = TurnScores(
+        passed=np.array([float(v.passed) for v in verdicts]),
+        score=np.array([v.score for v in verdicts], dtype=np.float64),
+        label=pa.array([v.label for v in verdicts], pa.string()),
+        explanation=pa.array([v.explanation for v in verdicts], pa.string()),
+        details=pa.array(dumps([v.details for v in verdicts]), pa.string()),
+    )
+    return _among(python, rows, scores)

@@ -1,0 +1,261 @@
+"""`ray_score_batches`: the evaluators on Ray Data give what `evaluate` gives on the whole table.
+
+One local Ray (2 CPUs) serves the module: starting one takes seconds. Trace tables are written
+to several Parquet files with every session's rows dealt across them, so that a result equal
+to `evaluate` on the whole table shows that the grouping put each session back together.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from plangate.evaluators import (
+    SCORE_SCHEMA,
+    AnswerCheck,
+    EvaluatorError,
+    Rubric,
+    RubricSet,
+    ToolExpectation,
+    evaluate,
+)
+from plangate.evaluators._ray import _session, ray_score_batches
+from tests.bench.bench_evaluators import synthetic_table
+
+pytestmark = [
+    # Ray 2.60 builds its default DataContext through its own deprecated settings, each of
+    # which warns (`use_push_based_shuffle`, `use_polars`, ...): not ours to act on.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context"),
+]
+
+FILES = 3
+ORDER = [("session_id", "ascending"), ("turn_index", "ascending"), ("evaluator", "ascending")]
+RUBRICS = RubricSet(
+    default=Rubric(
+        required_tools=(ToolExpectation(name="search", arguments={"limit": 10}),),
+        forbidden_tools=("delete_everything",),
+        answer=(AnswerCheck(kind="contains", value="done"),),
+        plan_expected=True,
+        max_iterations=4,
+        max_seconds=30.0,
+    ),
+    turns={("s3", 1): Rubric(order="strict", required_tools=(ToolExpectation(name="search"),))},
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """A local Ray for the module: `ray_score_batches` uses it and leaves it running."""
+    ray = pytest.importorskip("ray")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        patch.delenv("RAY_AUTH_MODE", raising=False)  # ray.init sets it: undone afterwards
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield ray
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[pa.Table, list[str]]:
+    """A trace table (60 sessions of 4 turns) and the Parquet files its rows are dealt into."""
+    table, _ = synthetic_table(240, 4, 11)
+    folder = tmp_path_factory.mktemp("traces")
+    dealt = np.arange(table.num_rows) % FILES  # row i to file i % FILES: every turn is split
+    paths = []
+    for index in range(FILES):
+        path = folder / f"part-{index}.parquet"
+        pq.write_table(table.filter(pa.array(dealt == index)), path)
+        paths.append(str(path))
+    return table, paths
+
+
+def scored(paths: list[str], **options: Any) -> list[pa.Table]:
+    arguments: dict[str, Any] = {
+        "rubrics": None, "names": None, "params": None, "batch_rows": 10_000, "address": None,
+    }  # fmt: skip
+    return list(ray_score_batches(paths, **{**arguments, **options}))
+
+
+def test_the_files_split_every_session(traces: tuple[pa.Table, list[str]]) -> None:
+    table, paths = traces
+    per_file = [
+        set(pq.read_table(p, columns=["session_id"])["session_id"].to_pylist()) for p in paths
+    ]
+    assert all(len(sessions) == 60 for sessions in per_file)
+    assert sum(pq.read_metadata(p).num_rows for p in paths) == table.num_rows
+
+
+@pytest.mark.parametrize("rubrics", [None, RUBRICS], ids=["no rubrics", "rubrics"])
+def test_scores_equal_evaluate_on_the_whole_table(
+    local_ray: Any, traces: tuple[pa.Table, list[str]], rubrics: RubricSet | None
+) -> None:
+    table, paths = traces
+    expected = evaluate(table, rubrics)
+    tables = scored(paths, rubrics=rubrics)
+    assert all(t.schema.equals(SCORE_SCHEMA, check_metadata=True) for t in tables)
+    actual = pa.concat_tables(tables)
+    assert actual.num_rows == expected.num_rows
+    assert actual.sort_by(ORDER).to_pylist() == expected.sort_by(ORDER).to_pylist()
+    if rubrics is not None:  # the rubric reached the workers: it changes the outcomes
+        assert actual.sort_by(ORDER).to_pylist() != evaluate(table).sort_by(ORDER).to_pylist()
+    assert local_ray.is_initialized()  # a Ray it did not start is left running
+
+
+def test_each_session_is_scored_whole_in_one_group(
+    local_ray: Any, traces: tuple[pa.Table, list[str]]
+) -> None:
+    table, paths = traces
+    names = ["tool_call_loops", "latency"]
+    params = {"tool_call_loops": {"max_repeats": 3}}
+    tables = scored(paths, names=names, params=params, batch_rows=400)
+    assert len(tables) > 1
+    holders: dict[str, int] = {}
+    for index, part in enumerate(tables):
+        for session in set(part["session_id"].to_pylist()):
+            assert holders.setdefault(session, index) == index, f"{session} split over tables"
+    actual = pa.concat_tables(tables).sort_by(ORDER).to_pylist()
+    assert actual == evaluate(table, None, names, params).sort_by(ORDER).to_pylist()
+
+
+def test_a_cluster_address_is_joined_and_left_running(
+    local_ray: Any, traces: tuple[pa.Table, list[str]], tmp_path: Path
+) -> None:
+    """Another process joins the module's Ray by its address, scores, and disconnects only."""
+    table, paths = traces
+    out = tmp_path / "scores.parquet"
+    code = (
+        "import sys, pyarrow as pa, pyarrow.parquet as pq\n"
+        "from plangate.evaluators._ray import ray_score_batches\n"
+        "tables = ray_score_batches(sys.argv[3:], rubrics=None, names=None, params=None,\n"
+        "                           batch_rows=1000, address=sys.argv[1])\n"
+        "pq.write_table(pa.concat_tables(list(tables)), sys.argv[2])\n"
+    )
+    address = local_ray.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [sys.executable, "-c", code, address, str(out), *paths], timeout=300, text=True,
+        capture_output=True, env={**os.environ, "RAY_AUTH_MODE": "token"},  # as the README says
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    actual = pq.read_table(out).sort_by(ORDER).to_pylist()
+    assert actual == evaluate(table).sort_by(ORDER).to_pylist()
+    assert local_ray.get(local_ray.put(1)) == 1  # the cluster still serves this process
+
+
+def test_bad_names_and_parameters_fail_before_ray_runs(
+    traces: tuple[pa.Table, list[str]],
+) -> None:
+    pytest.importorskip("ray")
+    _, paths = traces
+    with pytest.raises(EvaluatorError, match="unknown evaluator 'looping'"):
+        ray_score_batches(paths, rubrics=None, names=["looping"], params=None, batch_rows=10, address=None)  # fmt: skip
+    with pytest.raises(EvaluatorError, match="'tool_call_loops': bad parameters"):
+        scored(paths, params={"tool_call_loops": {"no_such_parameter": 1}})
+    with pytest.raises(EvaluatorError, match="batch_rows must be at least 1"):
+        scored(paths, batch_rows=0)
+    assert scored([]) == []  # no files, no tables
+
+
+def test_without_ray_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails
+    with pytest.raises(EvaluatorError) as raised:
+        scored(["traces.parquet"])
+    assert str(raised.value) == "--engine ray needs Ray: pip install 'plangate[ray]'"
+
+
+def test_plangate_imports_without_importing_ray() -> None:
+    code = "import sys, plangate.evaluators._ray, plangate.evaluators; print('ray' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "False"
+
+
+class FakeRay(SimpleNamespace):
+    """What `_session` calls on Ray, recorded."""
+
+    def __init__(self, *, initialized: bool = False, refusal: Exception | None = None) -> None:
+        super().__init__(calls=[], initialized=initialized, refusal=refusal)
+
+    def is_initialized(self) -> bool:
+        return bool(self.initialized)
+
+    def init(self, **options: Any) -> None:
+        self.calls.append(("init", options))
+        if self.refusal is not None:
+            raise self.refusal
+
+    def shutdown(self) -> None:
+        self.calls.append(("shutdown", {}))
+
+
+@pytest.fixture
+def listening() -> Iterator[str]:
+    """An address where something accepts connections (but no Ray)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_without_an_address_a_local_ray_is_started_and_shut_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "1")
+    ray = FakeRay()
+    with _session(ray, None):  # type: ignore[arg-type]
+        assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+        assert ray.calls == [
+            ("init", {"address": "local", "num_cpus": os.cpu_count(), "include_dashboard": False,
+                      "log_to_driver": False}),
+        ]  # fmt: skip
+    assert ray.calls[-1] == ("shutdown", {})
+
+
+def test_a_ray_already_running_is_used_and_left_running() -> None:
+    ray = FakeRay(initialized=True)
+    with _session(ray, "ray://head:10001"):  # type: ignore[arg-type]
+        pass
+    assert ray.calls == []
+
+
+def test_an_address_is_joined_and_only_disconnected(listening: str) -> None:
+    ray = FakeRay()
+    with _session(ray, f"ray://{listening}"):  # type: ignore[arg-type]
+        assert ray.calls == [("init", {"address": f"ray://{listening}", "log_to_driver": False})]
+    assert ray.calls[-1] == ("shutdown", {})
+
+
+def test_an_address_where_nothing_listens_fails_at_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+    ray = FakeRay()  # never asked: Ray would retry for minutes
+    message = rf"--address '{address}': no Ray cluster there \(.*refused.*\); start one with `ray start --head`"
+    with pytest.raises(EvaluatorError, match=message), _session(ray, address):  # type: ignore[arg-type]
+        pass  # pragma: no cover
+    assert ray.calls == []
+
+
+@pytest.mark.parametrize(
+    ("refusal", "message"),
+    [
+        (ConnectionError("ray client connection timeout\nmore"), r"no Ray cluster there \(ray client connection timeout\); start one"),
+        (RuntimeError("Failed to connect to GCS: InvalidAuthToken: missing"), "set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN"),
+    ],
+    ids=["not ray", "no token"],
+)  # fmt: skip
+def test_a_cluster_that_refuses_the_driver_says_what_to_do(
+    listening: str, refusal: Exception, message: str
+) -> None:
+    ray = FakeRay(refusal=refusal)
+    with pytest.raises(EvaluatorError, match=message), _session(ray, listening):  # type: ignore[arg-type]
+        pass  # pragma: no cover
+    assert [name for name, _ in ray.calls] == ["init"]
