@@ -11,231 +11,207 @@ How a turn ended is judged only in plangate's own words (`STOP_REASONS`): anothe
 reason ("user_stop", "submitted") says nothing about an explicit finish. A turn with nothing to
 judge (no reward, no rubric, no plan, no stop reason of ours) is not applicable: an agent that
 said "Sorry, I could not reach the carrier" has not completed its task just because it stopped.
+
+Every turn is judged at once: each check is a column (applies, fails, what failed), the verdict
+counts them, and the text is built from templates over columns. Python reads only what is
+distinct (stop reasons, plan snapshots, rewards) and what only it can judge (a rubric's call
+arguments and answer checks), once per distinct value.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from plangate.evaluators._frame import TraceFrame
+from plangate.evaluators._columns import Floats, TurnScores, text
+from plangate.evaluators._frame import Ints, TraceFrame
 from plangate.evaluators._registry import evaluator
-from plangate.evaluators._rubric import Rubric, RubricSet
-from plangate.evaluators.scores import (
-    DETAILS,
-    EXPLANATION,
-    LABEL,
-    PASSED,
-    RESULT_COLUMNS,
-    SCORE,
-    TURN_KEY,
+from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators._task_completion_evidence import (
+    Check,
+    Flags,
+    Plans,
+    agent_values,
+    last_plans,
 )
-from plangate.replay.schema import SESSION_ID, STOP_REASONS, TOOL_ARGS, TOOL_NAME, TURN_INDEX
+from plangate.evaluators._task_completion_rubric import rubric_checks
+from plangate.replay.schema import REWARD, SOURCE, STOP_REASON, STOP_REASONS
 
-OPEN = ("pending", "in_progress")
-_MARK = {
-    "pending": "[ ]",
-    "in_progress": "[~]",
-    "completed": "[x]",
-    "blocked": "[!]",
-    "failed": "[!]",
-}
+NOT_APPLICABLE = "not applicable: no reward, rubric, plan or finish to judge"
+LABELS = ("no evidence", "complete", "incomplete")
+"""By state: nothing checked, every check holds, a check fails."""
+SAID = (
+    "the rubric holds",
+    "every plan item closed",
+    "ended by finish",
+    "ended by finish with every plan item closed",
+)
+"""What a passing turn's explanation says held: by 2 × ended by finish + planned."""
 
 
-@dataclass(slots=True)
-class Checks:
-    """The checks of one turn: how many were applied, and what failed."""
+@dataclass(frozen=True, slots=True, eq=False)
+class Ending:
+    """How each turn ended: its stop reason by code, checked where the reason is plangate's."""
 
-    applied: int = 0
-    failures: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    ending_judged: bool = False
-    """Whether how the turn ended was checked (only in plangate's own stop reasons)."""
-
-    def check(self, ok: bool, failure: str) -> None:
-        """Apply one check."""
-        self.applied += 1
-        if not ok:
-            self.failures.append(failure)
+    code: Ints
+    """Each turn's stop reason, an index into `notes`."""
+    notes: list[str]
+    """By stop reason: ` (why the ending was not judged)`, or "" where it is judged."""
+    check: Check
+    """Ended by `finish`, where the stop reason is plangate's."""
 
 
 @evaluator("task_completion", version=2)
 def task_completion(
     frame: TraceFrame, rubrics: RubricSet, reward_threshold: float = 1.0
-) -> pd.DataFrame:
+) -> TurnScores:
     """Did the turn finish with every plan item closed and its rubric met (or source reward)."""
-    last = (
-        frame.span_frame[frame.span_frame["plan"].notna()]
-        .groupby(TURN_KEY, sort=False)["plan"]
-        .last()
-    )
-    plans = {(str(s), int(t)): p for (s, t), p in last.items()}
-    needs_calls = rubrics.uses("required_tools") or rubrics.uses("forbidden_tools")
-    calls = _calls_by_turn(frame) if needs_calls else {}
-    rows = []
-    for turn in frame.turn_frame.itertuples(index=False):
-        key = (turn.session_id, int(turn.turn_index))
-        if not _missing(turn.reward):
-            rows.append(_from_reward(key, float(turn.reward), str(turn.source), reward_threshold))
-            continue
-        plan = json.loads(plans[key]) if key in plans else None
-        checks = _judge(turn, plan, calls.get(key, []), rubrics.lookup(*key))
-        rows.append(_row(key, checks, plan))
-    return pd.DataFrame(
-        rows,
-        columns=RESULT_COLUMNS,
-    )
+    reward = np.asarray(agent_values(frame, REWARD).to_numpy(zero_copy_only=False), np.float64)
+    judged = np.isnan(reward)
+    plans = last_plans(frame, judged)
+    ending = endings(frame, judged)
+    checks = [ending.check, *plans.checks(), *rubric_checks(frame, rubrics, plans, judged)]
+    scores = verdicts(checks, plans, ending)
+    if judged.all():
+        return scores
+    return with_rewards(scores, frame, reward, reward_threshold)
 
 
-def _from_reward(
-    key: tuple[str, int], reward: float, source: str, threshold: float
-) -> dict[str, Any]:
-    passed = reward >= threshold
-    return {
-        SESSION_ID: key[0],
-        TURN_INDEX: key[1],
-        SCORE: reward,
-        PASSED: passed,
-        LABEL: "success" if passed else "failure",
-        EXPLANATION: f"{source} judged the turn: reward {reward:g}",
-        DETAILS: {"reward": reward, "source": source},
-    }
-
-
-def _judge(
-    turn: Any,
-    plan: list[dict[str, Any]] | None,
-    calls: list[tuple[str, Any]],
-    rubric: Rubric | None,
-) -> Checks:
-    checks = Checks()
-    stop = None if _missing(turn.stop_reason) else str(turn.stop_reason)
-    if stop is None:
-        checks.notes.append("the source does not say how the turn ended")
-    elif stop not in STOP_REASONS:
-        checks.notes.append(f"the source's stop reason {stop!r} is not judged")
-    else:
-        checks.ending_judged = True
-        checks.check(stop == "finished", f"stopped by {stop}, not by finish")
-    items = plan or []
-    open_items = [i for i in items if i.get("status") in OPEN]
-    if items:
-        checks.check(
-            not open_items,
-            f"{len(open_items)} plan item(s) left open: " + ", ".join(_item(i) for i in open_items),
-        )
-    unexplained = [i for i in items if i.get("status") == "blocked" and not i.get("reason")]
-    if any(i.get("status") == "blocked" for i in items):
-        checks.check(
-            not unexplained, "blocked without a reason: " + ", ".join(_item(i) for i in unexplained)
-        )
-    if rubric is not None:
-        answer = "" if _missing(turn.output_value) else str(turn.output_value)
-        _apply_rubric(checks, rubric, items, plan is not None, calls, answer)
-    return checks
-
-
-def _apply_rubric(
-    checks: Checks,
-    rubric: Rubric,
-    items: list[dict[str, Any]],
-    planned: bool,
-    calls: list[tuple[str, Any]],
-    answer: str,
-) -> None:
-    if rubric.plan_expected is True:
-        checks.check(planned and bool(items), "a plan was expected but none was made")
-    elif rubric.plan_expected is False:
-        checks.check(not items, f"planned a request that needed no plan ({len(items)} items)")
-    for expected in rubric.required_tools:
-        made = any(expected.matches(name, args) for name, args in calls)
-        checks.check(made, f"required call {expected.describe()} was never made")
-    for name in rubric.forbidden_tools:
-        count = sum(1 for called, _ in calls if called == name)
-        checks.check(count == 0, f"called forbidden tool {name} ({count} times)")
-    closed = [
-        str(i.get("text", "")).lower() for i in items if i.get("status") in ("completed", "blocked")
+def endings(frame: TraceFrame, judged: Flags) -> Ending:
+    """How each `judged` turn ended: checked where the stop reason is plangate's, else noted."""
+    stops = agent_values(frame, STOP_REASON).dictionary_encode()
+    reasons: list[str | None] = [*stops.dictionary.to_pylist(), None]
+    code = np.asarray(stops.indices.fill_null(len(reasons) - 1).to_numpy(zero_copy_only=False))
+    ours = np.array([r in STOP_REASONS for r in reasons], dtype=bool)[code] & judged
+    forced = np.array([r != "finished" for r in reasons], dtype=bool)[code] & ours
+    failures = pa.array([f"stopped by {r}, not by finish" for r in reasons], pa.string())
+    notes = [
+        "" if r in STOP_REASONS else f" (the source's stop reason {r!r} is not judged)"
+        for r in reasons
     ]
-    for text in rubric.required_plan_items:
-        checks.check(
-            any(text.lower() in c for c in closed), f"plan item {text!r} was not completed"
-        )
-    for answer_check in rubric.answer:
-        problem = answer_check.check(answer)
-        checks.check(problem is None, problem or "")
+    notes[-1] = " (the source does not say how the turn ended)"
+    code = code.astype(np.int64)
+    return Ending(code, notes, Check(ours, forced, failures.take(pa.array(code[forced]))))
 
 
-def _row(key: tuple[str, int], checks: Checks, plan: list[dict[str, Any]] | None) -> dict[str, Any]:
-    passed = not checks.failures
-    score = (checks.applied - len(checks.failures)) / checks.applied if checks.applied else None
-    if not checks.applied:
-        explanation = "not applicable: no reward, rubric, plan or finish to judge"
-        if checks.notes:
-            explanation += f" ({'; '.join(checks.notes)})"
-        details = {"checks": 0, "failures": [], "plan_items": 0}
-        return {**_key(key), SCORE: None, PASSED: None, LABEL: "no evidence",
-                EXPLANATION: explanation, DETAILS: details}  # fmt: skip
-    if passed:
-        held = ["ended by finish"] if checks.ending_judged else []
-        held += ["every plan item closed"] if plan else []
-        explanation = " with ".join(held) or "the rubric holds"
-        if checks.applied > 2:
-            explanation += f"; all {checks.applied} checks hold"
-    else:
-        explanation = "; ".join(checks.failures)
-    if checks.notes:
-        explanation += f" ({'; '.join(checks.notes)})"
-    return {
-        SESSION_ID: key[0],
-        TURN_INDEX: key[1],
-        SCORE: score,
-        PASSED: passed,
-        LABEL: "complete" if passed else "incomplete",
-        EXPLANATION: explanation,
-        DETAILS: {
-            "checks": checks.applied,
-            "failures": checks.failures,
-            "plan_items": len(plan or []),
-        },
-    }
+def verdicts(checks: list[Check], plans: Plans, ending: Ending) -> TurnScores:
+    """Each turn's verdict from its checks: the share that holds, what failed or what held.
+
+    A turn where nothing failed is told by a template over small codes (each distinct
+    combination written once); a failing turn's text joins its checks' messages.
+    """
+    applied = np.asarray(np.sum([c.applied for c in checks], axis=0), dtype=np.int64)
+    failures = np.asarray(np.sum([c.failed for c in checks], axis=0), dtype=np.int64)
+    state = np.where(applied == 0, 0, np.where(failures > 0, 2, 1))
+    items = plans.items[plans.code]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(applied > 0, (applied - failures) / applied, np.nan)
+
+    def told(state: int, stop: int, ended: int, planned: int, applied: int) -> str:
+        said = NOT_APPLICABLE if state == 0 else SAID[2 * ended + planned]
+        tally = f"; all {applied} checks hold" if state == 1 and applied > 2 else ""
+        return said + tally + ending.notes[stop]
+
+    ended = ending.check.applied.astype(np.int64)
+    explanation = _rendered(told, state, ending.code, ended, (items > 0).astype(np.int64), applied)
+    details = _rendered(_details, applied, items)
+    failing = np.flatnonzero(state == 2)
+    if len(failing):
+        why, written = _failures(checks, failing, applied[failing], items[failing])
+        notes = pa.array(ending.notes, pa.string()).take(pa.array(ending.code[failing]))
+        explanation = _lay(explanation, failing, text(why, notes, rows=len(failing)))
+        details = _lay(details, failing, written)
+    return TurnScores(
+        passed=np.where(state > 0, (state == 1).astype(np.float64), np.nan),
+        score=score,
+        label=pa.array(LABELS).take(pa.array(state)),
+        explanation=explanation,
+        details=details,
+    )
 
 
-def _key(key: tuple[str, int]) -> dict[str, Any]:
-    return {SESSION_ID: key[0], TURN_INDEX: key[1]}
+def with_rewards(
+    scores: TurnScores, frame: TraceFrame, reward: Floats, threshold: float
+) -> TurnScores:
+    """The verdicts, with the source's own where it rewarded the turn (a reward is not NaN)."""
+    rewarded = ~np.isnan(reward)
+    _, first, value = np.unique(reward.view(np.int64), return_index=True, return_inverse=True)
+    distinct = [float(r) for r in reward[first]]  # by bits: -0.0 is written as itself
+    encoded = agent_values(frame, SOURCE).dictionary_encode()
+    sources = [*encoded.dictionary.to_pylist(), None]
+    source = np.asarray(encoded.indices.fill_null(len(sources) - 1), dtype=np.int64)
+
+    def told(source: int, value: int) -> str:
+        return f"{sources[source]} judged the turn: reward {distinct[value]:g}"
+
+    def details(source: int, value: int) -> str:
+        return json.dumps({"reward": distinct[value], "source": sources[source]}, sort_keys=True)
+
+    passed = reward >= threshold
+    mask = pa.array(rewarded)
+    return TurnScores(
+        passed=np.where(rewarded, passed.astype(np.float64), scores.passed),
+        score=np.where(rewarded, reward, scores.score),
+        label=pc.if_else(mask, pc.if_else(pa.array(passed), "success", "failure"), scores.label),
+        explanation=pc.if_else(mask, _rendered(told, source, value), scores.explanation),
+        details=pc.if_else(mask, _rendered(details, source, value), scores.details),
+    )
 
 
-def _calls_by_turn(frame: TraceFrame) -> dict[tuple[str, int], list[tuple[str, Any]]]:
-    calls: dict[tuple[str, int], list[tuple[str, Any]]] = {}
-    tools = frame.tool_frame
-    for session, turn, name, args in zip(
-        tools[SESSION_ID],
-        tools[TURN_INDEX],
-        tools[TOOL_NAME],
-        tools[TOOL_ARGS],
-        strict=True,
-    ):
-        calls.setdefault((session, int(turn)), []).append((str(name), _parse(args)))
-    return calls
+def _details(applied: int, items: int) -> str:
+    return f'{{"checks": {applied}, "failures": [], "plan_items": {items}}}'
 
 
-def _parse(arguments: Any) -> Mapping[str, Any] | None:
-    if _missing(arguments):
-        return None
-    try:
-        value = json.loads(arguments)
-    except (TypeError, json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+def _failures(
+    checks: list[Check], rows: Ints, applied: Ints, items: Ints
+) -> tuple[pa.Array, pa.Array]:
+    """The explanation (without its note) and the details of the turns at `rows`.
+
+    Those are the turns where a check failed; each one's failures are told in check order.
+    """
+    failed = [(np.flatnonzero(c.failed), c.message) for c in checks if c.failed.any()]
+    turn = np.concatenate([at for at, _ in failed])
+    check = np.repeat(np.arange(len(failed)), [len(at) for at, _ in failed])
+    order = pa.array(np.lexsort((check, turn)))
+    messages = pa.concat_arrays([told for _, told in failed]).take(order)
+    counts = np.bincount(turn, minlength=len(checks[0].failed))[rows]
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
+    told = pc.binary_join(pa.ListArray.from_arrays(offsets, messages), "; ")
+    listed = pc.binary_join(pa.ListArray.from_arrays(offsets, _quoted(messages)), ", ")
+    details = text(
+        '{"checks": ', applied, ', "failures": [', listed, '], "plan_items": ', items, "}",
+        rows=len(rows),
+    )  # fmt: skip
+    return told, details
 
 
-def _item(item: Mapping[str, Any]) -> str:
-    mark = _MARK.get(str(item.get("status")), "[?]")
-    return f"{mark} {item.get('id', '?')} {item.get('text', '')!r} ({item.get('status')})"
+def _rendered(render: Callable[..., str], *codes: Ints) -> pa.Array:
+    """`render(*codes of the row)` for every row, written once per distinct combination.
+
+    The codes are small non-negative whole numbers (a count, an index into a short list).
+    """
+    key = np.zeros(len(codes[0]), dtype=np.int64)
+    for code in codes:
+        key = key * (int(code.max()) + 1 if len(code) else 1) + code
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    texts = [render(*(int(code[row]) for code in codes)) for row in first]
+    return pa.array(texts, pa.string()).take(pa.array(inverse))
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+def _quoted(values: pa.Array) -> pa.Array:
+    """Strings as JSON strings (null stays null), each distinct one written once."""
+    encoded = values.dictionary_encode()
+    quoted = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
+    return pa.array(quoted, pa.string()).take(encoded.indices)
+
+
+def _lay(base: pa.Array, rows: Ints, values: pa.Array) -> pa.Array:
+    """`base` with `values` at `rows` (`overlay` for values already in a column)."""
+    index = np.arange(len(base), dtype=np.int64)
+    index[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
+    return pa.concat_arrays([base, values]).take(pa.array(index))
