@@ -3,76 +3,238 @@
 What `plangate eval` prints (or, with `--json`, writes as JSON). A pass rate counts the turns
 that passed or failed; the ones that were not applicable and the errored ones are counted beside
 it, never in it (no applicable turn: no rate).
+
+`SummaryBuilder` takes the scores a batch at a time (`plangate eval` on a source larger than
+memory) and never holds them all: per evaluator its counts and exact score sum, the first
+`MAX_FAILURES` failures and errors, and per task its tries and passes. Its summary is the same
+whatever the batches and their order; `summarize` is the builder fed one table.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from plangate.evaluators import repeat_scores
+from plangate.evaluators import pass_at_k, pass_hat_k, task_outcomes
 from plangate.evaluators.scores import (
     ERROR,
     EVALUATOR,
+    EXPLANATION,
     FAIL,
+    LABEL,
     NOT_APPLICABLE,
     OUTCOME,
     PASS,
     SCORE,
     VERSION,
 )
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, TASK_ID, TURN_INDEX
 
 MAX_FAILURES = 20
 """Failing turns listed in the summary (all are in the scores table)."""
+COMPLETION = "task_completion"
+"""The evaluator whose tries make pass@k and pass^k."""
+_SCALE = 1126
+"""Every finite float64 is a whole multiple of 2**-1126 (2**-1074 with a 53-bit mantissa
+shifted down): score sums are kept as exact integers in that unit."""
+FAILURE_COLUMNS = [SESSION_ID, TURN_INDEX, EVALUATOR, LABEL, EXPLANATION]
+"""A failure in the summary (in this order)."""
+FAILURE_ORDER = (EVALUATOR, SESSION_ID, TURN_INDEX)
+"""Which failures are listed: the first in this order."""
+ERROR_COLUMNS = [SESSION_ID, TURN_INDEX, EVALUATOR, EXPLANATION]
+TASK_COLUMNS = [EVALUATOR, OUTCOME, TASK_ID, SESSION_ID, TURN_INDEX]
+"""What `task_outcomes` reads."""
+_COMPACT = 64
+"""Per-task counts from this many batches are folded into one frame."""
 
 
 def summarize(scores: pa.Table) -> dict[str, Any]:
     """Per evaluator: turns, passes, pass rate, mean score; and pass@k / pass^k over repeats."""
-    frame = scores.to_pandas()
+    builder = SummaryBuilder()
+    builder.add(scores)
+    return builder.summary()
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One evaluator's counts so far."""
+
+    version: int
+    turns: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    scored: int = 0
+    """Rows with a score (the mean's denominator)."""
+    exact: int = 0
+    """The sum of the finite scores, in units of 2**-_SCALE."""
+    special: float = 0.0
+    """The sum of the scores that are not finite (none, in a sane table)."""
+
+    def add(self, outcomes: dict[str, int], scores: npt.NDArray[np.float64]) -> None:
+        """Count rows of this evaluator: their outcomes, and their scores (NaN: none)."""
+        self.turns += sum(outcomes.values())
+        self.outcomes.update(outcomes)
+        scores = scores[~np.isnan(scores)]
+        finite = np.isfinite(scores)
+        self.scored += len(scores)
+        self.exact += _exact_sum(scores[finite])
+        if not finite.all():
+            self.special += float(scores[~finite].sum())
+
+    def mean(self) -> float | None:
+        if not self.scored or self.special != self.special:
+            return None
+        if self.special:
+            return self.special
+        return float(Fraction(self.exact, self.scored << _SCALE))
+
+
+class SummaryBuilder:
+    """A summary built from score tables a batch at a time, in bounded memory.
+
+    Equal to `summarize` of all the batches as one table, whatever the batches (so long as a
+    turn's rows are in one batch, as `score_batches` gives them): failures are
+    the first `MAX_FAILURES` by evaluator, session and turn; errored turns the first by session
+    and turn; mean scores are the exactly rounded mean of the exact sum; pass@k and pass^k add
+    each task's tries across batches (a task's repeats may be in different batches).
+    """
+
+    def __init__(self) -> None:
+        self._tallies: dict[str, _Tally] = {}
+        self._failures: list[dict[str, Any]] = []
+        self._failures_total = 0
+        self._errors: dict[tuple[str, int], dict[str, Any]] = {}
+        self._errors_total = 0
+        self._tasks: list[pd.DataFrame] = []
+        self._completion = False
+
+    def add(self, scores: pa.Table) -> None:
+        """Count one score table (a batch of turns; any part of the whole)."""
+        if not scores.num_rows:
+            return
+        names = scores.column(EVALUATOR).combine_chunks().dictionary_encode()
+        codes = names.indices.to_numpy(zero_copy_only=False)
+        outcomes = scores.column(OUTCOME).combine_chunks().dictionary_encode()
+        kinds = np.asarray(outcomes.dictionary.to_pylist(), dtype=object)
+        values = scores.column(SCORE).to_numpy(zero_copy_only=False).astype("float64")
+        versions = scores.column(VERSION).to_numpy(zero_copy_only=False)
+        for code, name in enumerate(names.dictionary.to_pylist()):
+            rows = codes == code
+            found, counts = np.unique(
+                outcomes.indices.to_numpy(zero_copy_only=False)[rows], return_counts=True
+            )
+            tally = self._tallies.setdefault(name, _Tally(version=int(versions[rows.argmax()])))
+            tally.add(dict(zip(kinds[found], counts.tolist(), strict=True)), values[rows])
+        self._add_failures(scores)
+        self._add_errors(scores)
+        completion = scores.select(TASK_COLUMNS).filter(pc.equal(scores[EVALUATOR], COMPLETION))
+        if completion.num_rows:
+            self._completion = True
+            self._tasks.append(task_outcomes(completion, COMPLETION))
+            if len(self._tasks) >= _COMPACT:
+                self._tasks = [_fold(self._tasks)]
+
+    def _add_failures(self, scores: pa.Table) -> None:
+        failed = scores.select(FAILURE_COLUMNS).filter(pc.equal(scores[OUTCOME], FAIL))
+        self._failures_total += failed.num_rows
+        if not failed.num_rows:
+            return
+        best = failed.sort_by([(c, "ascending") for c in FAILURE_ORDER]).slice(0, MAX_FAILURES)
+        merged = self._failures + best.to_pylist()
+        merged.sort(key=lambda f: tuple(f[c] for c in FAILURE_ORDER))
+        self._failures = merged[:MAX_FAILURES]
+
+    def _add_errors(self, scores: pa.Table) -> None:
+        """Errored turns, once whatever the evaluators (a turn's rows come in one batch)."""
+        errored = scores.select(ERROR_COLUMNS).filter(pc.equal(scores[OUTCOME], ERROR))
+        if not errored.num_rows:
+            return
+        ordered = errored.sort_by([(c, "ascending") for c in ERROR_COLUMNS[:3]])
+        turns = ordered.group_by(ERROR_COLUMNS[:2], use_threads=False).aggregate(
+            [(EXPLANATION, "first")]
+        )
+        self._errors_total += turns.num_rows
+        for row in turns.slice(0, MAX_FAILURES).to_pylist():
+            key = (row[SESSION_ID], row[TURN_INDEX])
+            self._errors[key] = {
+                "session_id": key[0], "turn_index": key[1], "error": row[f"{EXPLANATION}_first"],
+            }  # fmt: skip
+        if len(self._errors) > MAX_FAILURES:
+            kept = sorted(self._errors)[:MAX_FAILURES]
+            self._errors = {key: self._errors[key] for key in kept}
+
+    def summary(self) -> dict[str, Any]:
+        """The summary of everything added so far (what `summarize` returns)."""
+        summary: dict[str, Any] = {
+            "evaluators": [_row(name, self._tallies[name]) for name in sorted(self._tallies)],
+            "failures": list(self._failures),
+            "failures_total": self._failures_total,
+            "errors": [self._errors[key] for key in sorted(self._errors)],
+            "errors_total": self._errors_total,
+        }
+        if self._completion:
+            summary["repeats"] = _repeats(_fold(self._tasks))
+        return summary
+
+
+def _row(name: str, tally: _Tally) -> dict[str, Any]:
+    passed, failed = tally.outcomes[PASS], tally.outcomes[FAIL]
+    return {
+        "evaluator": name,
+        "version": tally.version,
+        "turns": tally.turns,
+        "passed": passed,
+        "failed": failed,
+        "not_applicable": tally.outcomes[NOT_APPLICABLE],
+        "errors": tally.outcomes[ERROR],
+        "pass_rate": passed / (passed + failed) if passed + failed else None,
+        "mean_score": tally.mean(),
+    }
+
+
+def _exact_sum(values: npt.NDArray[np.float64]) -> int:
+    """The exact sum of finite floats, as a whole number of 2**-_SCALE (order does not matter)."""
+    mantissas, exponents = np.frexp(values)
+    whole = (mantissas * 2.0**53).astype(np.int64)  # exact: |mantissa| < 1 has 53 bits
+    total = 0
+    for exponent in np.unique(exponents):
+        chosen = whole[exponents == exponent]
+        # Halves of 26 and 27 bits: their sums cannot overflow int64 below 2**36 rows.
+        high, low = chosen >> 26, chosen & ((1 << 26) - 1)
+        part = (int(high.sum()) << 26) + int(low.sum())
+        total += part << (int(exponent) - 53 + _SCALE)
+    return total
+
+
+def _fold(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per task `n` and `c`, summed over batches, tasks sorted (as `task_outcomes` sorts)."""
+    if not parts:
+        return pd.DataFrame({"n": pd.Series(dtype="int64"), "c": pd.Series(dtype="int64")})
+    return pd.concat(parts).groupby(level=0, sort=True).sum()
+
+
+def _repeats(outcomes: pd.DataFrame) -> list[dict[str, Any]]:
+    """pass@k and pass^k for k = 1 to the most tries of a task (as `repeat_scores`)."""
+    most = int(outcomes["n"].max()) if not outcomes.empty else 0
     rows = []
-    for name, group in frame.groupby(EVALUATOR, sort=True):
-        mean = group[SCORE].mean()
-        counts = group[OUTCOME].value_counts()
-        passed, failed = int(counts.get(PASS, 0)), int(counts.get(FAIL, 0))
+    for k in range(1, most + 1):
+        usable = outcomes[outcomes["n"] >= k]
+        pairs = list(zip(usable["n"], usable["c"], strict=True))
+        at = [pass_at_k(int(n), int(c), k) for n, c in pairs]
+        hat = [pass_hat_k(int(n), int(c), k) for n, c in pairs]
         rows.append(
             {
-                "evaluator": name,
-                "version": int(group[VERSION].iloc[0]),
-                "turns": len(group),
-                "passed": passed,
-                "failed": failed,
-                "not_applicable": int(counts.get(NOT_APPLICABLE, 0)),
-                "errors": int(counts.get(ERROR, 0)),
-                "pass_rate": passed / (passed + failed) if passed + failed else None,
-                "mean_score": None if mean != mean else float(mean),
+                "k": k,
+                "pass_at_k": sum(at) / len(at),
+                "pass_hat_k": sum(hat) / len(hat),
+                "tasks": len(usable),
             }
         )
-    failed = frame[frame[OUTCOME] == FAIL].sort_values([EVALUATOR, SESSION_ID, TURN_INDEX])
-    errored = frame[frame[OUTCOME] == ERROR].drop_duplicates([SESSION_ID, TURN_INDEX])
-    summary: dict[str, Any] = {
-        "evaluators": rows,
-        "failures": [
-            {
-                "session_id": r.session_id,
-                "turn_index": int(r.turn_index),
-                "evaluator": r.evaluator,
-                "label": r.label,
-                "explanation": r.explanation,
-            }
-            for r in failed.head(MAX_FAILURES).itertuples(index=False)
-        ],
-        "failures_total": len(failed),
-        "errors": [
-            {"session_id": r.session_id, "turn_index": int(r.turn_index), "error": r.explanation}
-            for r in errored.head(MAX_FAILURES).itertuples(index=False)
-        ],
-        "errors_total": len(errored),
-    }
-    if "task_completion" in set(frame[EVALUATOR]):
-        summary["repeats"] = [
-            {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
-            for r in repeat_scores(scores)
-        ]
-    return summary
+    return rows

@@ -5,6 +5,8 @@
   itself when imported, which this package does;
 - `_registry`: the registry and `evaluate`; `_frame`: the trace table prepared once for all;
 - `_rubric`: the golden rubric (what a turn must do); `_repeats`: pass@k and pass^k;
+- `_stream`: scoring sources larger than memory in batches of whole sessions
+  (`session_batches`, `score_batches`); `_source`: their files (a file, a folder, a glob);
 - `scores`: the score table they all return (its columns, defined once).
 
 Evaluators import from `plangate.replay` only its trace-table schema (`plangate.replay.schema`),
@@ -44,12 +46,22 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
+from plangate.evaluators._source import TraceSource, trace_source
+from plangate.evaluators._stream import (
+    DEFAULT_BATCH_ROWS,
+    Engine,
+    contiguous_sessions,
+    score_batches,
+    session_batches,
+)
 from plangate.evaluators.scores import SCORE_SCHEMA
 
 __all__ = [
+    "DEFAULT_BATCH_ROWS",
     "RUBRIC_VERSION",
     "SCORE_SCHEMA",
     "AnswerCheck",
+    "Engine",
     "Evaluator",
     "EvaluatorError",
     "RepeatScore",
@@ -58,6 +70,8 @@ __all__ = [
     "RubricSet",
     "ToolExpectation",
     "TraceFrame",
+    "TraceSource",
+    "contiguous_sessions",
     "evaluate",
     "evaluator",
     "evaluators",
@@ -68,5 +82,8 @@ __all__ = [
     "repeat_scores",
     "rubric_from_dict",
     "rubrics_from_dict",
+    "score_batches",
+    "session_batches",
     "task_outcomes",
+    "trace_source",
 ]

@@ -100,7 +100,14 @@ class ScoreTableError(PlangateError):
 
 
 def read_scores(path: str | Path) -> pa.Table:
-    """A stored score table (from `plangate eval -o` or a gate run), with its outcomes."""
+    """A stored score table (from `plangate eval -o` or a gate run), with its outcomes.
+
+    `path` is one Parquet file, or a folder of them (`plangate eval FOLDER -o SCORES` writes
+    `SCORES/part-00000.parquet`, ...: read in the order of their paths, hidden files skipped).
+    """
+    source = Path(path)
+    if source.is_dir():
+        return _read_parts(source)
     table = with_outcomes(read_parquet(path, "a score table", ScoreTableError))
     missing = [c for c in (*TURN_KEY, EVALUATOR, OUTCOME) if c not in table.column_names]
     if missing:
@@ -109,3 +116,24 @@ def read_scores(path: str | Path) -> pa.Table:
             "`plangate eval -o` or a gate run's scores/)"
         )
     return table
+
+
+def _read_parts(folder: Path) -> pa.Table:
+    """A score table written as a folder of Parquet parts, one table."""
+    parts = sorted(
+        p
+        for p in folder.rglob("*.parquet")
+        if p.is_file() and not any(x.startswith((".", "_")) for x in p.relative_to(folder).parts)
+    )
+    if not parts:
+        raise ScoreTableError(
+            f"{folder}: no .parquet file in this folder; expected a score table (write one with "
+            "`plangate eval -o`)"
+        )
+    tables = [read_scores(part) for part in parts]
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ScoreTableError(
+            f"{folder}: its parts are not one score table ({str(exc).splitlines()[0]})"
+        ) from exc

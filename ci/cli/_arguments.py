@@ -41,6 +41,9 @@ IMPORT_FORMATS = (
     "atif", "openai-messages", "otlp-json", "phoenix", "swe-agent", "tau-bench", "tau2",
 )  # fmt: skip
 """What `plangate import` reads (tested to match the registered importers)."""
+EVAL_BATCH_ROWS = 250_000
+"""`plangate eval --batch-rows`'s default (tested to match `plangate.evaluators`: the parser
+does not import evaluators, which loads pandas)."""
 REPLAY_MODEL = "cassette (strict), cassette-lenient, sim:NAME or openai:MODEL"
 
 Commands = Any
@@ -139,12 +142,21 @@ def _export(commands: Commands) -> None:
 
 def _eval(commands: Commands) -> None:
     scoring = commands.add_parser("eval", help="score every turn of a trace table")
-    scoring.add_argument("table", metavar="TABLE.parquet", help="the trace table to score")
+    scoring.add_argument(
+        "table",
+        metavar="SOURCE",
+        help="the trace table: a .parquet file, a folder of them (Hive partitions too) or a "
+        "quoted glob such as 'traces/*/*.parquet'",
+    )
     scoring.add_argument(
         "--rubric", metavar="FILE", help="rubric file (JSON or TOML) or golden dataset folder"
     )
     scoring.add_argument(
-        "-o", "--output", metavar="SCORES.parquet", help="also write the score table here"
+        "-o",
+        "--output",
+        metavar="SCORES",
+        help="also write the score table here: one .parquet file for a file, a folder of parts "
+        "(one per batch) for a folder or a glob",
     )
     force(scoring, "score table")
     evaluator_choice(scoring)
@@ -154,6 +166,26 @@ def _eval(commands: Commands) -> None:
         default=[],
         metavar="EVALUATOR.KEY=VALUE",
         help="an evaluator parameter, e.g. tool_call_loops.max_repeats=3 (repeatable)",
+    )
+    scoring.add_argument(
+        "--batch-rows",
+        type=at_least_one,
+        default=None,
+        metavar="N",
+        help=f"spans scored at a time, whole sessions (default {EVAL_BATCH_ROWS:,}): memory "
+        "follows it, not the source's size",
+    )
+    scoring.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="score here (default) or on Ray (needs `pip install 'plangate[ray]'`)",
+    )
+    scoring.add_argument(
+        "--address",
+        metavar="ray://HOST:PORT",
+        default=None,
+        help="the Ray cluster to score on (only with --engine ray; default: a local one)",
     )
     json_output(scoring, "the summary")
 

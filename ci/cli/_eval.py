@@ -3,18 +3,39 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from plangate.ci._rubrics import rubrics_at
-from plangate.ci._summary import summarize
-from plangate.evaluators import EvaluatorError, evaluate, evaluators
-from plangate.harness import check_output
-from plangate.replay import import_traces, read_table, write_parquet, write_table
+from plangate.ci._summary import SummaryBuilder
+from plangate.evaluators import (
+    DEFAULT_BATCH_ROWS,
+    SCORE_SCHEMA,
+    EvaluatorError,
+    evaluators,
+    score_batches,
+    trace_source,
+)
+from plangate.harness import check_output, replace_folder, staging_folder, writing
+from plangate.replay import default_redactor, import_traces, write_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
+
+FIRST_PART = "part-00000.parquet"
+"""A score folder's first part: always written, it marks the folder as one (`--force`)."""
 
 
 def import_files(args: argparse.Namespace) -> int:
@@ -29,20 +50,151 @@ def import_files(args: argparse.Namespace) -> int:
 
 
 def score_table(args: argparse.Namespace) -> int:
-    """`plangate eval TABLE [--rubric FILE] [-o SCORES] [--json]`: score every turn."""
+    """`plangate eval SOURCE [--rubric FILE] [-o SCORES] [--json]`: score every turn.
+
+    SOURCE is one Parquet file, a folder of them or a glob; it is scored in batches of whole
+    sessions (`--batch-rows`), in bounded memory whatever its size. With `-o`, a file gives one
+    score file; a folder or a glob gives a folder of parts, one per batch.
+    """
+    parted = not Path(args.table).is_file()
     if args.output:
-        check_output(args.output, force=args.force, what="a score table")
-    table = read_table(args.table)
+        check_output(
+            args.output,
+            force=args.force,
+            what="a score table",
+            marker=FIRST_PART if parted else None,
+        )
+    source = trace_source(args.table)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
-    scores = evaluate(table, rubrics, names=args.evaluator, params=_params(args.param))
-    if args.output:
-        write_parquet(scores, args.output)
-    summary = summarize(scores)
+    params = _params(args.param)
+    builder = SummaryBuilder()
+    began = time.perf_counter()
+    show = sys.stderr.isatty() and not args.json
+    with _progress(show, source.rows) as advance, _scores_out(args.output, parted) as write:
+        for scores in score_batches(
+            source, rubrics, args.evaluator, params,
+            batch_rows=args.batch_rows or DEFAULT_BATCH_ROWS, engine=args.engine,
+            address=args.address, progress=advance,
+        ):  # fmt: skip
+            builder.add(scores)
+            write(scores)
+    seconds = max(time.perf_counter() - began, 1e-9)
+    summary = builder.summary()
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print_summary(summary, args.table)
+        print(
+            f"{source.rows:,} spans scored in {seconds:,.1f} s ({source.rows / seconds:,.0f} "
+            f"spans/s){f'; scores in {args.output}' if args.output else ''}"
+        )
     return 0
+
+
+@contextlib.contextmanager
+def _progress(show: bool, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr (a terminal only): spans scored, and spans per second."""
+    columns = (
+        TextColumn("{task.description}"), BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} spans"),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+    )  # fmt: skip
+    console = Console(stderr=True)
+    began = time.perf_counter()
+    with Progress(*columns, console=console, disable=not show, transient=True) as progress:
+        task = progress.add_task("scoring", total=total, rate="")
+        done = 0
+
+        def advance(spans: int) -> None:
+            nonlocal done
+            done += spans
+            rate = f"{done / max(time.perf_counter() - began, 1e-9):,.0f} spans/s"
+            progress.update(task, advance=spans, rate=rate)
+
+        yield advance
+
+
+@contextlib.contextmanager
+def _scores_out(output: str | None, parted: bool) -> Iterator[Callable[[pa.Table], None]]:
+    """Where score batches go as they come: nowhere, one file, or a folder of parts.
+
+    Written beside the output and moved into place once complete: a run that fails or is
+    killed leaves the previous output (or nothing) at the path, never half a result.
+    """
+    if output is None:
+        yield lambda scores: None
+    elif parted:
+        with _parts(Path(output)) as write:
+            yield write
+    else:
+        with _one_file(Path(output)) as write:
+            yield write
+
+
+@contextlib.contextmanager
+def _parts(target: Path) -> Iterator[Callable[[pa.Table], None]]:
+    staging = staging_folder(target)
+    written = 0
+
+    def write(scores: pa.Table) -> None:
+        nonlocal written
+        with writing(target):
+            pq.write_table(redacted(scores), staging / f"part-{written:05d}.parquet")
+        written += 1
+
+    try:
+        yield write
+        if not written:  # the marker of a score folder: there is always a first part
+            write(SCORE_SCHEMA.empty_table())
+        replace_folder(staging, target, what="a score table", marker=FIRST_PART)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _one_file(target: Path) -> Iterator[Callable[[pa.Table], None]]:
+    with writing(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(handle)
+    temporary = Path(name)
+    writers: list[pq.ParquetWriter] = []  # the one writer, made with the first batch's schema
+
+    def write(scores: pa.Table) -> None:
+        with writing(target):
+            if not writers:
+                writers.append(pq.ParquetWriter(temporary, scores.schema))
+            writers[0].write_table(redacted(scores))
+
+    try:
+        yield write
+        if not writers:
+            write(SCORE_SCHEMA.empty_table())
+        with writing(target):
+            writers.pop().close()
+            os.chmod(temporary, 0o644)  # mkstemp makes it private; an output is for everyone
+            os.replace(temporary, target)
+    finally:
+        for writer in writers:
+            writer.close()
+        temporary.unlink(missing_ok=True)
+
+
+def redacted(scores: pa.Table) -> pa.Table:
+    """The table with every string redacted, each distinct text once.
+
+    The policy of every table written (`write_parquet`), at the cost of the distinct texts:
+    score rows repeat their labels and explanations.
+    """
+    redactor = default_redactor()
+    columns = []
+    for column in scores.columns:
+        if pa.types.is_string(column.type):
+            encoded = column.combine_chunks().dictionary_encode()
+            clean = redactor.table(pa.table({"text": encoded.dictionary}))["text"]
+            column = clean.combine_chunks().take(encoded.indices)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=scores.schema)
 
 
 def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:

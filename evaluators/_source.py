@@ -1,0 +1,173 @@
+"""Where a trace table larger than memory is read from: its Parquet files, checked, in order.
+
+A source is one Parquet file, a folder of them (Hive partitions too, as in
+`traces/date=2026-11-30/part-0.parquet`) or a glob. `trace_source` finds its files and checks
+each one's footer (Parquet, the trace columns, their types) before any row is read; `chunks`
+reads the rows in the source's order (files sorted by path, then each file's rows).
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from plangate.replay.schema import SCHEMA, SCHEMA_VERSION, TraceTableError
+
+READ_ROWS = 65_536
+"""Rows read from a file at a time."""
+GLOB_CHARACTERS = "*?["
+TRACE_COLUMNS = tuple(SCHEMA.names)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceSource:
+    """The Parquet files that hold a trace table, each checked to hold the trace columns."""
+
+    given: str
+    """What was named: a file, a folder or a glob."""
+    files: tuple[str, ...]
+    """The files, sorted by path: the source's order."""
+    rows: int
+    """Spans in all the files (read from their footers)."""
+    constants: tuple[dict[str, Any], ...]
+    """Per file, the trace columns its Hive partition folders give (`variant=alyx/`), typed."""
+
+    @property
+    def single_file(self) -> bool:
+        """Whether the source was named as one file (not a folder or a glob)."""
+        return Path(self.given).is_file()
+
+
+def trace_source(source: str | Path | TraceSource) -> TraceSource:
+    """Find and check the files of a trace table: one file, a folder (Hive too) or a glob.
+
+    Only footers are read. Hidden files and folders (`.x`, `_x`) in a folder are skipped;
+    Hive partition keys that are not trace columns are ignored.
+
+    Raises:
+        TraceTableError: Nothing found, a file that is not Parquet, a file without the trace
+            table's columns or with another type; the message names the file and the column.
+    """
+    if isinstance(source, TraceSource):
+        return source
+    given = str(source)
+    files, base = _find_files(given)
+    footers = [_footer(path) for path in files]
+    dataset = ds.dataset(
+        files, format="parquet", partitioning="hive" if base else None, partition_base_dir=base
+    )
+    keys = [ds.get_partition_keys(f.partition_expression) for f in dataset.get_fragments()]
+    constants = tuple(
+        _checked_columns(path, schema, key)
+        for path, (schema, _), key in zip(files, footers, keys, strict=True)
+    )
+    rows = sum(count for _, count in footers)
+    return TraceSource(given=given, files=tuple(files), rows=rows, constants=constants)
+
+
+def _find_files(given: str) -> tuple[list[str], str | None]:
+    """The Parquet files named, sorted, and the folder their Hive partitions start from."""
+    path = Path(given)
+    if path.is_file():
+        return [given], None
+    if path.is_dir():
+        found = sorted(
+            str(p)
+            for p in path.rglob("*.parquet")
+            if p.is_file() and not _hidden(p.relative_to(path))
+        )
+        if not found:
+            raise TraceTableError(
+                f"{given}: no .parquet file in this folder or below; expected a trace table"
+            )
+        return found, given
+    if not any(c in given for c in GLOB_CHARACTERS):
+        raise TraceTableError(
+            f"{given}: no such file or folder; expected a trace table (a .parquet file, a folder "
+            "of them, or a glob)"
+        )
+    found = sorted(p for p in glob.glob(given, recursive=True) if Path(p).is_file())
+    if not found:
+        raise TraceTableError(f"{given}: no file matches; expected Parquet trace tables")
+    return found, _glob_base(given)
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def _glob_base(pattern: str) -> str | None:
+    """The folder above a glob's first wildcard: where Hive partition folders begin."""
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARACTERS))
+    return str(Path(*parts[:fixed])) if fixed else None
+
+
+def _footer(path: str) -> tuple[pa.Schema, int]:
+    try:
+        metadata = pq.read_metadata(path)
+        schema = metadata.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TraceTableError(
+            f"{path}: not a readable Parquet file ({detail}); expected a trace table"
+        ) from exc
+    version = (schema.metadata or {}).get(b"plangate.version")
+    if version is not None and version.isdigit() and int(version) > SCHEMA_VERSION:
+        raise TraceTableError(
+            f"{path}: trace table schema version {int(version)} is newer than this plangate "
+            f"understands ({SCHEMA_VERSION}); upgrade plangate"
+        )
+    return schema, metadata.num_rows
+
+
+def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
+    """Check a file's columns; return the trace columns its partition keys give, typed."""
+    constants = {name: value for name, value in keys.items() if name in TRACE_COLUMNS}
+    missing = [c for c in TRACE_COLUMNS if c not in schema.names and c not in constants]
+    if missing:
+        raise TraceTableError(
+            f"{path}: not a trace table: missing columns {missing}; expected {list(TRACE_COLUMNS)}"
+        )
+    for name in TRACE_COLUMNS:
+        expected = SCHEMA.field(name).type
+        if name in schema.names and schema.field(name).type != expected:
+            raise TraceTableError(
+                f"{path}: column {name!r} is {schema.field(name).type}, expected {expected}"
+            )
+    for name, value in constants.items():
+        try:
+            constants[name] = pa.scalar(value).cast(SCHEMA.field(name).type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise TraceTableError(
+                f"{path}: partition folder {name}={value!r} is not {SCHEMA.field(name).type}"
+            ) from exc
+    return constants
+
+
+def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, int, pa.Table]]:
+    """The source's rows in order, `READ_ROWS` at a time: (file, its first row here, rows).
+
+    Only `columns` are read; a column that a file's Hive partition folders give is filled in.
+    """
+    schema = pa.schema([SCHEMA.field(name) for name in columns], metadata=SCHEMA.metadata)
+    for path, constants in zip(source.files, source.constants, strict=True):
+        stored = [name for name in columns if name not in constants]
+        offset = 0
+        with pq.ParquetFile(path) as reader:
+            for batch in reader.iter_batches(batch_size=READ_ROWS, columns=stored):
+                arrays = [
+                    pa.repeat(constants[name], batch.num_rows)
+                    if name in constants
+                    else batch.column(name)
+                    for name in columns
+                ]
+                yield path, offset, pa.Table.from_arrays(arrays, schema=schema)
+                offset += batch.num_rows

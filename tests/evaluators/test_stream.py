@@ -1,0 +1,317 @@
+"""Streaming a trace table larger than memory: batches of whole sessions, scored batch by batch."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import tempfile
+import types
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plangate.evaluators import (
+    DEFAULT_BATCH_ROWS,
+    EvaluatorError,
+    _source,
+    _stream,
+    contiguous_sessions,
+    evaluate,
+    score_batches,
+    session_batches,
+    trace_source,
+)
+from plangate.replay import SCHEMA, TraceTableError
+from tests.bench.bench_evaluators import synthetic_table
+
+SCORE_ORDER = [("evaluator", "ascending"), ("session_id", "ascending"), ("turn_index", "ascending")]
+
+
+def traces(turns: int = 160, calls: int = 3, seed: int = 5) -> pa.Table:
+    """The bench's synthetic table, with repeats and outcomes of every kind.
+
+    Sessions of four turns; the same task ids come back across sessions (task `t{s % 5}-{turn}`,
+    so pass^k has k > 1); some turns stop at the iteration limit (task completion fails), some
+    on a model error (every evaluator says `error`).
+    """
+    table, _ = synthetic_table(turns, calls, seed)
+    sessions = [int(s[1:]) for s in table["session_id"].to_pylist()]
+    agent = [k == "AGENT" for k in table["span_kind"].to_pylist()]
+    turn = table["turn_index"].to_pylist()
+    task = [f"t{s % 5}-{t}" if a else None for s, t, a in zip(sessions, turn, agent, strict=True)]
+    stop = [
+        None
+        if not a
+        else "model_error"
+        if s % 7 == 3
+        else "max_iterations"
+        if (s + t) % 3 == 0
+        else "finished"
+        for s, t, a in zip(sessions, turn, agent, strict=True)
+    ]
+    table = table.set_column(SCHEMA.get_field_index("task_id"), "task_id", pa.array(task))
+    return table.set_column(SCHEMA.get_field_index("stop_reason"), "stop_reason", pa.array(stop))
+
+
+def write_interleaved(table: pa.Table, folder: Path, files: int = 4, seed: int = 0) -> list[Path]:
+    """The rows dealt at random over `files` files: every session spread over several of them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    owner = np.random.default_rng(seed).integers(0, files, table.num_rows)
+    paths = []
+    for index in range(files):
+        path = folder / f"part-{index}.parquet"
+        pq.write_table(table.filter(pa.array(owner == index)), path)
+        paths.append(path)
+    return paths
+
+
+def write_in_order(table: pa.Table, folder: Path, cuts: list[int]) -> None:
+    """The rows in order, cut into files at `cuts` (sessions cut across files, still in order)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    bounds = [0, *cuts, table.num_rows]
+    for index, (start, end) in enumerate(itertools.pairwise(bounds)):
+        pq.write_table(table.slice(start, end - start), folder / f"part-{index}.parquet")
+
+
+def sorted_scores(table: pa.Table) -> pa.Table:
+    return table.sort_by(SCORE_ORDER)
+
+
+# -- batches never split a session ---------------------------------------------------------------
+
+
+def spans(sizes: list[int], names: list[int]) -> pa.Table:
+    """Sessions of the given sizes (turns of three spans), named so that name order is random."""
+    rows: dict[str, list[Any]] = {name: [] for name in SCHEMA.names}
+    for size, name in zip(sizes, names, strict=True):
+        for index in range(size):
+            row = {
+                "session_id": f"s{name}", "turn_index": index // 3, "trace_id": f"s{name}",
+                "span_id": f"s{name}-{index}", "span_kind": "AGENT" if index % 3 == 0 else "TOOL",
+                "name": "span", "status_code": "OK", "source": "test",
+            }  # fmt: skip
+            for column in SCHEMA.names:
+                rows[column].append(row.get(column))
+    return pa.Table.from_pydict(rows, schema=SCHEMA)
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> dict[str, Any]:
+    sizes = draw(st.lists(st.integers(1, 12), min_size=1, max_size=25))
+    return {
+        "sizes": sizes,
+        "interleaved": draw(st.booleans()),
+        "files": draw(st.integers(1, 5)),
+        "seed": draw(st.integers(0, 2**32 - 1)),
+        "batch_rows": draw(st.integers(1, 80)),
+        "read_rows": draw(st.integers(1, 40)),
+        "merge_rows": draw(st.integers(1, 30)),
+    }
+
+
+def write_layout(layout: dict[str, Any], folder: Path) -> list[str]:
+    """Write the layout's files; return the span ids in the source's order (files by name)."""
+    rng = np.random.default_rng(layout["seed"])
+    sizes = layout["sizes"]
+    table = spans(sizes, list(rng.permutation(len(sizes))))
+    if layout["interleaved"]:
+        table = table.take(pa.array(rng.permutation(table.num_rows)))
+    cuts = sorted(rng.integers(0, table.num_rows + 1, layout["files"] - 1).tolist())
+    bounds = [0, *cuts, table.num_rows]
+    pieces = [table.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+    ranks = rng.permutation(len(pieces))  # file names put the pieces in a random order
+    for piece, rank in zip(pieces, ranks, strict=True):
+        pq.write_table(piece, folder / f"f{rank:02d}.parquet")
+    ordered = [pieces[list(ranks).index(rank)] for rank in range(len(pieces))]
+    return [span for piece in ordered for span in piece["span_id"].to_pylist()]
+
+
+def session_of(span: str) -> str:
+    return span.rsplit("-", 1)[0]
+
+
+@settings(max_examples=80)
+@given(layouts())
+def test_batches_hold_every_row_once_and_every_session_whole(layout: dict[str, Any]) -> None:
+    with (  # small reads and merges: chunk edges and hash merges inside every source
+        tempfile.TemporaryDirectory() as name,
+        mock.patch.object(_source, "READ_ROWS", layout["read_rows"]),
+        mock.patch.object(_stream, "MERGE_ROWS", layout["merge_rows"]),
+    ):
+        folder = Path(name)
+        order = write_layout(layout, folder)
+        batches = [b["span_id"].to_pylist() for b in session_batches(folder, layout["batch_rows"])]
+        contiguous = contiguous_sessions(folder)
+
+    assert Counter(span for batch in batches for span in batch) == Counter(order)
+    homes = Counter(session for batch in batches for session in {session_of(s) for s in batch})
+    assert set(homes.values()) == {1}, "a session is in more than one batch"
+    for batch in batches:  # a session's spans keep the source's order
+        for session in {session_of(s) for s in batch}:
+            assert [s for s in batch if session_of(s) == session] == [
+                s for s in order if session_of(s) == session
+            ]
+    runs = [session for session, _ in itertools.groupby(session_of(s) for s in order)]
+    assert contiguous == (len(runs) == len(set(runs)))
+    batch_rows = layout["batch_rows"]
+    if len(order) <= batch_rows:
+        assert len(batches) == 1
+    elif contiguous:  # streamed in order, cut at the first session boundary at or after batch_rows
+        assert [s for batch in batches for s in batch] == order
+        for batch in batches[:-1]:
+            last = session_of(batch[-1])
+            before_last = [s for s in batch if session_of(s) != last]
+            assert len(batch) >= batch_rows > len(before_last)
+    else:  # spilled: one bucket a batch
+        assert len(batches) <= -(-len(order) // batch_rows)
+
+
+def test_a_spill_is_removed_when_done_or_abandoned(tmp_path: Path) -> None:
+    write_interleaved(traces(40, 2), tmp_path / "in")
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    assert not contiguous_sessions(tmp_path / "in")
+    batches = list(session_batches(tmp_path / "in", 100, spill_dir=spill))
+    assert len(batches) > 1
+    assert list(spill.iterdir()) == []
+    started = session_batches(tmp_path / "in", 100, spill_dir=spill)
+    next(started)
+    assert len(list(spill.iterdir())) == 1  # the spill, while batches are read from it
+    started.close()
+    assert list(spill.iterdir()) == []
+
+
+# -- streamed scores equal the whole table's -----------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "in order", "one file"])
+def test_streamed_scores_equal_the_whole_tables_row_for_row(layout: str, tmp_path: Path) -> None:
+    table = traces()
+    if layout == "interleaved":
+        write_interleaved(table, tmp_path)
+        source: Path = tmp_path
+    elif layout == "in order":
+        write_in_order(table, tmp_path, [301, 302, 1000])
+        source = tmp_path
+    else:
+        source = tmp_path / "table.parquet"
+        pq.write_table(table, source, row_group_size=200)
+    assert contiguous_sessions(source) == (layout != "interleaved")
+    seen: list[int] = []
+    parts = list(score_batches(source, batch_rows=400, progress=seen.append))
+
+    assert len(parts) > 1
+    assert sum(seen) == table.num_rows
+    streamed = pa.concat_tables(parts)
+    assert sorted_scores(streamed).equals(sorted_scores(evaluate(table)))
+
+
+def test_hive_partitions_and_globs(tmp_path: Path) -> None:
+    table = traces(40, 2)
+    variant = SCHEMA.get_field_index("variant")
+    halves = [table.slice(0, 200), table.slice(200)]
+    for day, half in zip(("2026-11-30", "2026-12-01"), halves, strict=True):
+        folder = tmp_path / "hive" / f"date={day}" / "variant=alyx"
+        folder.mkdir(parents=True)
+        pq.write_table(half.remove_column(variant), folder / "part-0.parquet")
+    (tmp_path / "hive" / "_SUCCESS").write_text("")  # hidden, as Spark writes it
+    expected = table.set_column(variant, "variant", pa.array(["alyx"] * table.num_rows))
+
+    for source in (tmp_path / "hive", f"{tmp_path}/hive/date=*/*/*.parquet"):
+        found = trace_source(source)
+        assert (len(found.files), found.rows) == (2, table.num_rows)
+        (batch,) = session_batches(source)
+        assert batch.schema.equals(SCHEMA)  # `date` dropped, `variant` from the folders
+        assert batch.equals(expected)
+
+
+# -- what is refused -----------------------------------------------------------------------------
+
+
+def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no tables here")
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "other.parquet")
+    (tmp_path / "text.parquet").write_text("not parquet")
+    narrow = traces(4, 1).cast(SCHEMA.set(1, pa.field("turn_index", pa.int64())))
+    pq.write_table(narrow, tmp_path / "wide.parquet")
+    cases = {
+        f"{tmp_path}/nothing-*.parquet": "no file matches",
+        str(tmp_path / "missing"): "no such file or folder",
+        str(tmp_path / "empty"): "no .parquet file in this folder",
+        str(tmp_path / "other.parquet"): "not a trace table: missing columns",
+        str(tmp_path / "text.parquet"): "not a readable Parquet file",
+        str(tmp_path / "wide.parquet"): "column 'turn_index' is int64, expected int32",
+    }
+    for source, message in cases.items():
+        with pytest.raises(TraceTableError, match=message) as caught:
+            trace_source(source)
+        assert str(caught.value).startswith(source.split("*")[0])
+
+
+def test_a_bad_row_names_its_file_and_rows(tmp_path: Path) -> None:
+    table = traces(8, 1)
+    kinds = table["span_kind"].to_pylist()
+    kinds[3] = "BOGUS"
+    write_in_order(table.set_column(5, "span_kind", pa.array(kinds)), tmp_path, [2])
+    where = r"part-1\.parquet, rows 0-\d+: row 1, column 'span_kind' is 'BOGUS'"
+    with pytest.raises(TraceTableError, match=where):
+        list(session_batches(tmp_path, 5))
+    with pytest.raises(TraceTableError, match=where):  # found by `evaluate`, then located
+        list(score_batches(tmp_path, batch_rows=5))
+    assert len(list(session_batches(tmp_path, 5, check=False))) > 1
+
+
+def test_bad_settings_are_refused_before_any_work(tmp_path: Path) -> None:
+    pq.write_table(traces(4, 1), tmp_path / "t.parquet")
+    source = tmp_path / "t.parquet"
+    with pytest.raises(EvaluatorError, match="batch_rows must be a whole number >= 1, not 0"):
+        session_batches(source, 0)
+    with pytest.raises(EvaluatorError, match="address 'ray://h:1' is for a Ray cluster"):
+        score_batches(source, address="ray://h:1")
+    with pytest.raises(EvaluatorError, match="unknown evaluator 'nope'"):
+        score_batches(source, names=["nope"])
+    with pytest.raises(EvaluatorError, match="engine 'spark'"):
+        score_batches(source, engine="spark")  # type: ignore[arg-type]
+    assert DEFAULT_BATCH_ROWS == 250_000
+
+
+def test_the_ray_engine_gets_the_files_and_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_interleaved(traces(8, 1), tmp_path, files=3)
+    calls: list[tuple[list[str], dict[str, Any]]] = []
+    scores = evaluate(traces(8, 1))
+
+    def ray_score_batches(paths: list[str], **settings: Any) -> Any:
+        calls.append((paths, settings))
+        yield scores
+
+    fake = types.ModuleType("plangate.evaluators._ray")
+    fake.ray_score_batches = ray_score_batches  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "plangate.evaluators._ray", fake)
+    seen: list[int] = []
+    got = list(
+        score_batches(
+            tmp_path, names=["latency"], batch_rows=7, engine="ray", address="ray://h:1",
+            progress=seen.append,
+        )
+    )  # fmt: skip
+
+    assert got == [scores]
+    assert calls == [
+        (
+            [str(tmp_path / f"part-{i}.parquet") for i in range(3)],
+            {"rubrics": None, "names": ["latency"], "params": None, "batch_rows": 7,
+             "address": "ray://h:1"},
+        )
+    ]  # fmt: skip
+    assert seen == [traces(8, 1).num_rows]
