@@ -8,15 +8,12 @@ turn order, as importers and the harness write them, is not copied at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators.scores import TURN_KEY
 from plangate.replay.schema import (
     NAME,
     SESSION_ID,
@@ -152,40 +149,6 @@ class TraceFrame:
             prefixed, pc.utf8_slice_codeunits(spans, len(TOOL_SPAN_PREFIX)), spans
         )
         return pc.coalesce(names, stripped)
-
-    # -- pandas frames, for code that reads turns as rows ----------------------------------------
-
-    @cached_property
-    def span_frame(self) -> pd.DataFrame:
-        """Every span as pandas, in turn order, with its table `row` and its `seq` in the turn."""
-        sorted_table = self.table if self.order is None else self.table.take(self.order)
-        spans = sorted_table.to_pandas()
-        spans["row"] = np.arange(len(self)) if self.order is None else self.order
-        spans["seq"] = np.arange(len(self)) - self.turns.start[self.turn]
-        return spans
-
-    @cached_property
-    def turn_frame(self) -> pd.DataFrame:
-        """One row per turn: the turn key plus its AGENT row's columns (null where it has none)."""
-        keys = pd.DataFrame(
-            {SESSION_ID: self.turns.session_id.to_pandas(), TURN_INDEX: self.turns.turn_index}
-        )
-        spans = self.span_frame
-        agents = spans[spans[SPAN_KIND] == "AGENT"].drop_duplicates(TURN_KEY)
-        return keys.merge(agents, on=TURN_KEY, how="left")
-
-    @cached_property
-    def tool_frame(self) -> pd.DataFrame:
-        """TOOL spans as pandas, in order, with their `call` number and `tool` name."""
-        tools = self.span_frame.iloc[self.tools.position].reset_index(drop=True)
-        tools["call"] = self.tools.number
-        tools["tool"] = self.tool_names().to_pandas().astype(str).to_numpy(object)
-        return tools
-
-    @cached_property
-    def llm_frame(self) -> pd.DataFrame:
-        """LLM spans as pandas, in order."""
-        return self.span_frame.iloc[self.llms.position].reset_index(drop=True)
 
 
 def prepare(table: pa.Table) -> TraceFrame:
