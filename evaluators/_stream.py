@@ -44,7 +44,7 @@ batches' worth of rows, buckets grow beyond `batch_rows`."""
 MERGE_ROWS = 65_536
 """Session hashes gathered before the first merge (then as many as are kept)."""
 SPILL_CODEC = "lz4"
-"""The spill files' compression (Arrow IPC): fast both ways, a third of the size."""
+"""The spill files' compression (Arrow IPC files): cheap both ways."""
 
 Engine = Literal["local", "ray"]
 """Where batches are scored: in this process, or on a Ray cluster (`plangate[ray]`)."""
@@ -203,18 +203,32 @@ def _spilled(
     """Interleaved sessions: rows spilled by session hash into buckets, a bucket a batch."""
     count = min(buckets, _bucket_limit())
     with tempfile.TemporaryDirectory(prefix="plangate-spill-", dir=spill_dir) as folder:
-        spill = _Buckets(Path(folder), count, flush_rows=max(batch_rows // count, 1_024))
+        spill = _Buckets(Path(folder), count)
         try:
-            for chunk in rows:
-                spill.add(chunk)
+            for part in _gathered(rows, batch_rows):
+                spill.add(part)
         finally:
             paths = spill.close()
         for path in paths:
             with pa.OSFile(str(path)) as stream:
-                table = pa.ipc.open_file(stream).read_all()
+                table = pa.ipc.open_file(stream).read_all().combine_chunks()
             path.unlink()
             if table.num_rows:
                 yield table
+
+
+def _gathered(rows: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
+    """The chunks gathered `size` rows at a time (or a little more): fewer, larger writes."""
+    parts: list[pa.Table] = []
+    gathered = 0
+    for chunk in rows:
+        parts.append(chunk)
+        gathered += chunk.num_rows
+        if gathered >= size:
+            yield pa.concat_tables(parts)
+            parts, gathered = [], 0
+    if parts:
+        yield pa.concat_tables(parts)
 
 
 def _bucket_limit() -> int:
@@ -239,43 +253,34 @@ def _bucket_of(sessions: pa.ChunkedArray, buckets: int) -> npt.NDArray[np.int64]
 
 
 class _Buckets:
-    """Spill files, one per bucket, fed a chunk at a time; each bucket buffers `flush_rows`."""
+    """Spill files, one per bucket (Arrow IPC), each written as rows come."""
 
-    def __init__(self, folder: Path, count: int, *, flush_rows: int) -> None:
+    def __init__(self, folder: Path, count: int) -> None:
         self.folder = folder
         self.count = count
-        self.flush_rows = flush_rows
-        self.buffers: dict[int, list[pa.Table]] = {}
-        self.buffered: dict[int, int] = {}
         self.writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
 
-    def add(self, chunk: pa.Table) -> None:
-        """Spread a chunk's rows over the buckets (a copy each: no chunk is kept alive)."""
-        codes = _bucket_of(chunk.column(SESSION_ID), self.count)
+    def add(self, rows: pa.Table) -> None:
+        """Spread rows over the buckets: sorted by bucket (one copy), a slice to each file."""
+        codes = _bucket_of(rows.column(SESSION_ID), self.count)
         order = np.argsort(codes, kind="stable")
-        ordered = codes[order]
-        bounds = np.flatnonzero(np.diff(ordered)) + 1
-        for rows in np.split(order, bounds):
-            bucket = int(codes[rows[0]])
-            self.buffers.setdefault(bucket, []).append(chunk.take(pa.array(rows)))
-            self.buffered[bucket] = self.buffered.get(bucket, 0) + len(rows)
-            if self.buffered[bucket] >= self.flush_rows:
-                self._flush(bucket)
+        ordered = rows.take(pa.array(order))
+        starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
+        ends = [*starts[1:].tolist(), len(order)]
+        for start, end in zip(starts.tolist(), ends, strict=True):
+            self._writer(int(codes[order[start]])).write_table(ordered.slice(start, end - start))
 
-    def _flush(self, bucket: int) -> None:
+    def _writer(self, bucket: int) -> pa.ipc.RecordBatchFileWriter:
         if bucket not in self.writers:
             options = pa.ipc.IpcWriteOptions(compression=SPILL_CODEC)
             self.writers[bucket] = pa.ipc.new_file(str(self._path(bucket)), SCHEMA, options=options)
-        self.writers[bucket].write_table(pa.concat_tables(self.buffers.pop(bucket)))
-        self.buffered[bucket] = 0
+        return self.writers[bucket]
 
     def _path(self, bucket: int) -> Path:
         return self.folder / f"bucket-{bucket:05d}.arrow"
 
     def close(self) -> list[Path]:
-        """Write what is buffered, close every file; the buckets' paths, in bucket order."""
-        for bucket in list(self.buffers):
-            self._flush(bucket)
+        """Close every file; the buckets' paths, in bucket order."""
         for writer in self.writers.values():
             writer.close()
         return [self._path(bucket) for bucket in sorted(self.writers)]
