@@ -56,11 +56,31 @@ def strings(values: Column, rows: int) -> pa.Array:
 
 
 def text(*parts: Column, rows: int) -> pa.Array:
-    """Strings and columns joined, row by row (a null anywhere gives a null)."""
-    columns = [part if isinstance(part, str) else strings(part, rows) for part in parts]
+    """Strings and columns joined, row by row (a null anywhere gives a null).
+
+    Neighbouring strings are joined first: every part costs a pass over the rows.
+    """
+    columns: list[Column] = []
+    for part in parts:
+        if isinstance(part, str) and columns and isinstance(columns[-1], str):
+            columns[-1] += part
+        else:
+            columns.append(part if isinstance(part, str) else strings(part, rows))
     if all(isinstance(c, str) for c in columns):
         return strings("".join(str(c) for c in columns), rows)
     return pc.binary_join_element_wise(*columns, "")
+
+
+def json_text(fields: Mapping[str, Column], rows: int) -> pa.Array:
+    """One JSON object per row from values already written as JSON, keys sorted.
+
+    Keys are written as `json.dumps(..., sort_keys=True)` writes them. Each field is a column
+    of JSON text (or of whole numbers), or one JSON text for every row.
+    """
+    parts: list[Column] = []
+    for index, name in enumerate(sorted(fields)):
+        parts += [("{" if index == 0 else ", ") + json.dumps(name) + ": ", fields[name]]
+    return text(*parts, "}" if fields else "{}", rows=rows)
 
 
 def json_objects(fields: Mapping[str, Column], rows: int) -> pa.Array:
@@ -68,22 +88,36 @@ def json_objects(fields: Mapping[str, Column], rows: int) -> pa.Array:
 
     Values: whole numbers, floats (NaN: null), booleans, strings (JSON-quoted) and nulls.
     """
-    parts: list[Column] = []
-    for index, name in enumerate(sorted(fields)):
-        parts.append(("{" if index == 0 else ", ") + json.dumps(name) + ": ")
-        parts.append(pc.fill_null(_json_values(fields[name], rows), "null"))
-    parts.append("}" if fields else "{}")
-    return text(*parts, rows=rows)
+    written = {name: pc.fill_null(_json_values(v, rows), "null") for name, v in fields.items()}
+    return json_text(written, rows)
 
 
-def overlay(base: pa.Array, rows: npt.NDArray[np.int64], values: Sequence[Any]) -> pa.Array:
-    """`base` with the values at `rows` replaced (the turns whose text Python built)."""
+def overlay(
+    base: pa.Array, rows: npt.NDArray[np.int64], values: pa.Array | Sequence[Any]
+) -> pa.Array:
+    """`base` with the values at `rows` replaced.
+
+    The values are Python values (the turns whose text Python built) or an Arrow array (text
+    built column-wise for those turns only).
+    """
     if len(rows) == 0:
         return base
     index = np.arange(len(base), dtype=np.int64)
     index[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
-    extra = pa.array(list(values), base.type)
+    if isinstance(values, pa.Array | pa.ChunkedArray):
+        extra = values.cast(base.type)
+        if isinstance(extra, pa.ChunkedArray):
+            extra = extra.combine_chunks()
+    else:
+        extra = pa.array(list(values), base.type)
     return pa.concat_arrays([base, extra]).take(pa.array(index))
+
+
+def quoted(values: pa.Array) -> pa.Array:
+    """Strings as JSON strings (null stays null), each distinct one written once."""
+    encoded = values.dictionary_encode()
+    written = pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()], pa.string())
+    return written.take(encoded.indices)
 
 
 def dumps(values: Sequence[Any]) -> list[str | None]:
@@ -99,14 +133,9 @@ def _json_values(values: Column, rows: int) -> pa.Array:
         numbers = np.asarray(values)
         if numbers.dtype.kind == "b":
             return pa.array(np.where(numbers, "true", "false"), pa.string())
-        if numbers.dtype.kind == "O":
-            array = pa.array(numbers, from_pandas=True)
-        else:
-            array = pa.array(numbers, from_pandas=True)
+        array = pa.array(numbers, from_pandas=True)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        encoded = array.dictionary_encode()
-        quoted = pa.array([json.dumps(v) for v in encoded.dictionary.to_pylist()], pa.string())
-        return quoted.take(encoded.indices)
+        return quoted(array)
     if pa.types.is_boolean(array.type):
         return pc.if_else(array, "true", "false")
     if pa.types.is_floating(array.type):

@@ -8,7 +8,6 @@ are only built when some turn has them.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -18,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Column, overlay, strings, text
+from plangate.evaluators._columns import Column, json_text, overlay, strings, text
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -26,13 +25,6 @@ Bools = npt.NDArray[np.bool_]
 
 _SECONDS = ("wall", "model", "tool", "harness")
 _PLURALS = pa.array([" iterations", " iteration", " tool calls", " tool call"], pa.string())
-_DETAIL_KEYS = (
-    "harness_seconds", "iterations", "max_iterations", "max_seconds", "model_seconds",
-    "tokens_completion", "tokens_prompt", "tool_calls", "tool_seconds", "wall_from",
-    "wall_seconds",
-)  # fmt: skip
-"""The details' keys, sorted as `json.dumps(..., sort_keys=True)` writes them."""
-_KEYS = tuple(("{" if i == 0 else ", ") + json.dumps(k) + ": " for i, k in enumerate(_DETAIL_KEYS))
 _SOURCES = pa.array(["spans", "agent span"], pa.string())
 _WALL_FROM = pa.array(['"spans"', '"agent span"', "null"], pa.string())
 """`wall_from` as JSON, by code: 0 spans, 1 agent span, 2 untimed."""
@@ -201,28 +193,26 @@ def explanation(
     rows = len(times.wall)
     parts = []
     if over_seconds.any():
-        over = _join(rows, _fixed(times, "wall"), " s is over the budget of ",
-                     budgets.seconds_text, " s")  # fmt: skip
+        over = text(
+            _fixed(times, "wall"),
+            " s is over the budget of ",
+            budgets.seconds_text,
+            " s",
+            rows=rows,
+        )
         parts.append(_when(over_seconds, over))
     if over_iterations.any():
-        over = _join(rows, times.column(times.counts_text, 0),
-                     " iterations are over the budget of ", budgets.iterations_text)  # fmt: skip
+        over = text(
+            times.column(times.counts_text, 0),
+            " iterations are over the budget of ",
+            budgets.iterations_text,
+            rows=rows,
+        )
         parts.append(_when(over_iterations, over))
     parts += [_timing(times), _counts(times)]
     if within.any():
-        parts.append(_when(within, _join(rows, "within ", budgets.within)))
+        parts.append(_when(within, text("within ", budgets.within, rows=rows)))
     return pc.binary_join_element_wise(*parts, "; ", null_handling="skip")
-
-
-def _join(rows: int, *parts: Column) -> pa.Array:
-    """`text`, with neighbouring constants joined first (each part costs a pass over the rows)."""
-    merged: list[Column] = []
-    for part in parts:
-        if isinstance(part, str) and merged and isinstance(merged[-1], str):
-            merged[-1] += part
-        else:
-            merged.append(part)
-    return text(*merged, rows=rows)
 
 
 def _when(condition: Bools, values: pa.Array) -> pa.Array:
@@ -240,14 +230,12 @@ def _timing(times: Times) -> pa.Array:
     rows = len(times.wall)
     source = _SOURCES.take(pa.array(times.from_agent.astype(np.int64)))
     wall = ("wall ", _fixed(times, "wall"), " s (", source, ")")
-    timing = _join(
-        rows, *wall, " = model ", _fixed(times, "model"), " s + tools ", _fixed(times, "tool"),
-        " s + harness ", _fixed(times, "harness"), " s",
-    )  # fmt: skip
+    timing = text(*wall, " = model ", _fixed(times, "model"), " s + tools ", _fixed(times, "tool"),
+        " s + harness ", _fixed(times, "harness"), " s", rows=rows)  # fmt: skip
     missing = np.isnan(times.model).astype(np.int64) + 2 * np.isnan(times.tool)
     if ((missing > 0) & ~np.isnan(times.wall)).any():
-        unsplit = _join(rows, *wall, "; the ", _NOT_SPLIT.take(pa.array(missing)),
-                        " spans have no timestamps, so it is not split")  # fmt: skip
+        unsplit = text(*wall, "; the ", _NOT_SPLIT.take(pa.array(missing)),
+                        " spans have no timestamps, so it is not split", rows=rows)  # fmt: skip
         timing = pc.coalesce(timing, unsplit)
     return pc.fill_null(timing, "no timestamps in the source")
 
@@ -258,21 +246,21 @@ def _counts(times: Times) -> pa.Array:
     counts = (_counted(times.iterations, 0), ", ", _counted(times.tool_calls, 2))
     counted = pc.is_valid(times.tokens)
     if not pc.any(counted).as_py():
-        return _join(rows, *counts, ", no token counts")
+        return text(*counts, ", no token counts", rows=rows)
     written = thousands(np.asarray(times.tokens.fill_null(0), dtype=np.int64))
     prompt, completion = times.column(written, 0), times.column(written, 1)
-    text = _join(rows, *counts, ", ", prompt, " prompt + ", completion, " completion tokens")
+    tokens = text(*counts, ", ", prompt, " prompt + ", completion, " completion tokens", rows=rows)
     either = pc.or_(times.column(counted, 0), times.column(counted, 1))
     if pc.all(either).as_py():
-        return text
-    return pc.if_else(either, text, _join(rows, *counts, ", no token counts"))
+        return tokens
+    return pc.if_else(either, tokens, text(*counts, ", no token counts", rows=rows))
 
 
 def _counted(counts: Ints, noun: int) -> pa.Array:
     """`1 iteration`, `2 iterations` (`noun`: the place of the plural in `_PLURALS`)."""
     each, indices = _distinct(counts)
     ones = pa.array(noun + (each == 1).astype(np.int64))
-    return _every(_join(len(each), strings(each, len(each)), _PLURALS.take(ones)), indices)
+    return _every(text(strings(each, len(each)), _PLURALS.take(ones), rows=len(each)), indices)
 
 
 def details(times: Times, budgets: Budgets, timed: Bools) -> pa.Array:
@@ -295,7 +283,4 @@ def details(times: Times, budgets: Budgets, timed: Bools) -> pa.Array:
         "wall_from": source,
         "wall_seconds": wall,
     }
-    parts: list[Column] = []
-    for key, name in zip(_KEYS, _DETAIL_KEYS, strict=True):
-        parts += [key, fields[name]]
-    return _join(len(times.wall), *parts, "}")
+    return json_text(fields, len(times.wall))

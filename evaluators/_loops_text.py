@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Column, TurnScores, overlay, text
+from plangate.evaluators._columns import Column, TurnScores, json_text, overlay, text
 from plangate.evaluators._loops_stats import Bools, Ints, Keys, TurnStats, numpy_ints
 
 _LABELS = pa.array(["ok", "loop", "cycle", "no calls"], pa.string())
@@ -78,21 +78,25 @@ def _plain(stats: TurnStats, compare_results: bool) -> tuple[pa.Array, pa.Array]
     results: Any = "not compared"
     if compare_results:
         results = _either(stats.recorded > 0, "compared", "not recorded")
-    details = _json_template(
+    fields: dict[str, Any] = {
+        "calls": _constant(stats.calls),
+        "longest_run": 1,
+        "loop_start": None,
+        "loop_call": None,
+        "results": results,
+        "identical_calls": 1,
+        "progress_calls": 0,
+        "progress_start": None,
+        "result_changes": 0,
+        "redundant": _constant(stats.redundant),
+        "cycle_calls": _constant(stats.cycle),
+        "seconds_wasted": _either(np.isnan(stats.seconds), None, 0.0),  # nothing repeated
+        "tokens_wasted": None,
+    }
+    details = json_text(
         {
-            "calls": _constant(stats.calls),
-            "longest_run": 1,
-            "loop_start": None,
-            "loop_call": None,
-            "results": results,
-            "identical_calls": 1,
-            "progress_calls": 0,
-            "progress_start": None,
-            "result_changes": 0,
-            "redundant": _constant(stats.redundant),
-            "cycle_calls": _constant(stats.cycle),
-            "seconds_wasted": _either(np.isnan(stats.seconds), None, 0.0),  # nothing repeated
-            "tokens_wasted": None,
+            k: v if isinstance(v, pa.Array | np.ndarray) else json.dumps(v)
+            for k, v in fields.items()
         },
         rows,
     )
@@ -111,25 +115,6 @@ def _either(where: Bools, yes: Any, no: Any) -> Any:
     if where.all() or not where.any():
         return yes if where.all() else no
     return pc.if_else(pa.array(where), json.dumps(yes), json.dumps(no))
-
-
-def _json_template(fields: dict[str, Any], rows: int) -> pa.Array:
-    """JSON objects as `json.dumps(sort_keys=True)` writes them, one per row.
-
-    Python values are written into the template; columns (JSON text already, or whole numbers)
-    are joined in.
-    """
-    parts: list[Column] = []
-    literal = "{"
-    for index, name in enumerate(sorted(fields)):
-        literal += ("" if index == 0 else ", ") + json.dumps(name) + ": "
-        value = fields[name]
-        if isinstance(value, pa.Array | np.ndarray):
-            parts += [literal, value]
-            literal = ""
-        else:
-            literal += json.dumps(value)
-    return text(*parts, literal + "}", rows=rows)
 
 
 def _written(

@@ -19,7 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Column, TurnScores, strings, text
+from plangate.evaluators._columns import Column, TurnScores, json_text, quoted, strings, text
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -74,9 +74,7 @@ class Evidence:
         """Each turn's entries as a JSON list."""
         if not len(self.turn):
             return "[]"
-        encoded = self.text.dictionary_encode()
-        quoted = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
-        values = pa.array(quoted, pa.string()).take(encoded.indices)
+        values = quoted(self.text)
         return text("[", pc.binary_join(self._lists(values, rows), ", "), "]", rows=rows)
 
     def _lists(self, values: pa.Array, rows: int) -> pa.Array:
@@ -368,7 +366,7 @@ def _details(tally: Tally, parts: list[Component], rows: int) -> pa.Array:
     }
     numbers = {**_written(counts, _whole), **_written(shares, _formatted)}
     components = _written({p.name: p.score for p in parts}, _formatted)
-    return _json_object(
+    return json_text(
         {
             **numbers,
             "plan": "true",
@@ -378,18 +376,10 @@ def _details(tally: Tally, parts: list[Component], rows: int) -> pa.Array:
             "unworked": tally.unworked.json(rows),
             "dropped": tally.dropped.json(rows),
             "out_of_order": tally.out_of_order.json(rows),
-            "components": _json_object(components, rows),
+            "components": json_text(components, rows),
         },
         rows,
     )
-
-
-def _json_object(values: Mapping[str, Column], rows: int) -> pa.Array:
-    """JSON objects from columns of JSON text (a string is the same JSON for every row)."""
-    parts: list[Column] = []
-    for index, name in enumerate(sorted(values)):
-        parts += [("{" if index == 0 else ", ") + json.dumps(name) + ": ", values[name]]
-    return text(*parts, "}", rows=rows)
 
 
 def _formatted(values: Floats, form: str = "{!r}") -> pa.Array:

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Floats, TurnScores, text
+from plangate.evaluators._columns import Floats, TurnScores, overlay, quoted, text
 from plangate.evaluators._frame import Ints, TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
@@ -124,8 +124,8 @@ def verdicts(checks: list[Check], plans: Plans, ending: Ending) -> TurnScores:
     if len(failing):
         why, written = _failures(checks, failing, applied[failing], items[failing])
         notes = pa.array(ending.notes, pa.string()).take(pa.array(ending.code[failing]))
-        explanation = _lay(explanation, failing, text(why, notes, rows=len(failing)))
-        details = _lay(details, failing, written)
+        explanation = overlay(explanation, failing, text(why, notes, rows=len(failing)))
+        details = overlay(details, failing, written)
     return TurnScores(
         passed=np.where(state > 0, (state == 1).astype(np.float64), np.nan),
         score=score,
@@ -182,7 +182,7 @@ def _failures(
     counts = np.bincount(turn, minlength=len(checks[0].failed))[rows]
     offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), pa.int32())
     told = pc.binary_join(pa.ListArray.from_arrays(offsets, messages), "; ")
-    listed = pc.binary_join(pa.ListArray.from_arrays(offsets, _quoted(messages)), ", ")
+    listed = pc.binary_join(pa.ListArray.from_arrays(offsets, quoted(messages)), ", ")
     details = text(
         '{"checks": ', applied, ', "failures": [', listed, '], "plan_items": ', items, "}",
         rows=len(rows),
@@ -201,17 +201,3 @@ def _rendered(render: Callable[..., str], *codes: Ints) -> pa.Array:
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     texts = [render(*(int(code[row]) for code in codes)) for row in first]
     return pa.array(texts, pa.string()).take(pa.array(inverse))
-
-
-def _quoted(values: pa.Array) -> pa.Array:
-    """Strings as JSON strings (null stays null), each distinct one written once."""
-    encoded = values.dictionary_encode()
-    quoted = [json.dumps(v) for v in encoded.dictionary.to_pylist()]
-    return pa.array(quoted, pa.string()).take(encoded.indices)
-
-
-def _lay(base: pa.Array, rows: Ints, values: pa.Array) -> pa.Array:
-    """`base` with `values` at `rows` (`overlay` for values already in a column)."""
-    index = np.arange(len(base), dtype=np.int64)
-    index[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
-    return pa.concat_arrays([base, values]).take(pa.array(index))

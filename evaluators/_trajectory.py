@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from plangate.evaluators._columns import Floats, TurnScores, dumps, json_objects, strings
+from plangate.evaluators._columns import Floats, TurnScores, dumps, json_objects, overlay, strings
 from plangate.evaluators._frame import Ints, TraceFrame
 from plangate.evaluators._registry import evaluator
 from plangate.evaluators._rubric import RubricSet
@@ -49,7 +49,7 @@ from plangate.evaluators._trajectory_codes import (
     tool_codes,
 )
 from plangate.evaluators._trajectory_rows import Call, verdict
-from plangate.evaluators._trajectory_text import Pieces, columns, lay
+from plangate.evaluators._trajectory_text import Pieces, columns
 from plangate.replay.schema import CONTROL_TOOLS, PLAN_TOOLS
 
 IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))
@@ -109,11 +109,11 @@ def _among(scores: TurnScores, rows: Ints, others: TurnScores) -> TurnScores:
     return TurnScores(
         passed=passed,
         score=score,
-        label=lay(strings(others.label, turns), rows, strings(scores.label, judged)),
-        explanation=lay(
+        label=overlay(strings(others.label, turns), rows, strings(scores.label, judged)),
+        explanation=overlay(
             strings(others.explanation, turns), rows, strings(scores.explanation, judged)
         ),
-        details=lay(others.details, rows, scores.details),
+        details=overlay(others.details, rows, scores.details),
     )
 
 

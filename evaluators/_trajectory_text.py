@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Column, strings, text
+from plangate.evaluators._columns import Column, overlay, strings, text
 from plangate.evaluators._frame import Ints
 from plangate.evaluators._trajectory_calls import Judged
 from plangate.evaluators._trajectory_codes import ORDERS, Arguments, Bools, Expectations
@@ -26,15 +26,6 @@ _ORDER_NAMES = pa.array(ORDERS, pa.string())
 _STRICT = ORDERS.index("strict")
 _PRINTABLE_ASCII = r"[^ -~]"
 """What JSON writes as itself, besides the quote and the backslash: the rest is escaped."""
-
-
-def lay(base: pa.Array, rows: Ints, values: pa.Array) -> pa.Array:
-    """`base` with `values` at `rows` (Arrow values: no Python objects)."""
-    if not len(rows):
-        return base
-    index = np.arange(len(base), dtype=np.int64)
-    index[rows] = len(base) + np.arange(len(rows), dtype=np.int64)
-    return pa.concat_arrays([base, values.cast(base.type)]).take(pa.array(index))
 
 
 def escaped(values: pa.Array) -> pa.Array:
@@ -47,7 +38,7 @@ def escaped(values: pa.Array) -> pa.Array:
     if not len(odd):
         return out
     written = [json.dumps(v)[1:-1] for v in values.take(pa.array(odd)).to_pylist()]
-    return lay(out, odd, pa.array(written, pa.string()))
+    return overlay(out, odd, pa.array(written, pa.string()))
 
 
 def _both(texts: Sequence[str]) -> tuple[pa.Array, pa.Array]:
@@ -173,7 +164,7 @@ def _mismatches(
     if not where:
         return blank, blank
     index = np.concatenate(where)
-    plain, quoted = (lay(blank, index, pa.concat_arrays(f)) for f in forms)
+    plain, quoted = (overlay(blank, index, pa.concat_arrays(f)) for f in forms)
     return plain, quoted
 
 
