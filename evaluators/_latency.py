@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plangate.evaluators._arithmetic import group_sums, seconds_between
 from plangate.evaluators._columns import Column, TurnScores
 from plangate.evaluators._frame import Spans, TraceFrame
 from plangate.evaluators._latency_text import Budgets, Times, details, explanation
@@ -84,7 +85,7 @@ def _times(frame: TraceFrame) -> Times:
     turns = len(frame.turns)
     start, start_known = _micros(frame, START_TIME)
     end, end_known = _micros(frame, END_TIME)
-    duration = _seconds(end - start, start_known & end_known)
+    duration = np.where(start_known & end_known, seconds_between(start, end), np.nan)
     agent = frame.turns.agent
     agent_wall = np.where(agent >= 0, duration[agent] if len(duration) else np.nan, np.nan)
     from_agent = ~np.isnan(agent_wall)
@@ -123,16 +124,6 @@ def _integers(values: pa.Array) -> tuple[Ints, Bools]:
     return np.asarray(values.fill_null(0).to_numpy(), dtype=np.int64), known
 
 
-def _seconds(micros: Ints, known: Bools) -> Floats:
-    """Microseconds as seconds, as pandas' `total_seconds` gives them; NaN where not `known`.
-
-    To the last bit: pandas divides the whole seconds and the rest separately, and
-    `s + r / 1e6` can differ from `micros / 1e6` in the last place.
-    """
-    whole, rest = np.divmod(micros, 1_000_000)
-    return np.where(known, whole + rest / 1e6, np.nan)
-
-
 def _span_wall(
     frame: TraceFrame, start: Ints, start_known: Bools, end: Ints, end_known: Bools
 ) -> Floats:
@@ -144,7 +135,8 @@ def _span_wall(
     latest = np.maximum.reduceat(np.where(end_known, end, bounds.min), first)
     earliest = np.minimum.reduceat(np.where(start_known, start, bounds.max), first)
     known = (latest > bounds.min) & (earliest < bounds.max)
-    return _seconds(np.where(known, latest - earliest, 0), known)
+    span = seconds_between(np.where(known, earliest, 0), np.where(known, latest, 0))
+    return np.where(known, span, np.nan)
 
 
 def _part(spans: Spans, counts: Ints, duration: Floats, wall: Floats) -> Floats:
@@ -155,11 +147,9 @@ def _part(spans: Spans, counts: Ints, duration: Floats, wall: Floats) -> Floats:
     values = duration[spans.position]
     missing = np.isnan(values)
     untimed = np.bincount(spans.turn[missing], minlength=len(wall)) > 0
-    values = np.where(missing, 0.0, values)
-    if missing.any():
-        sums = _compensated_sums(values, counts)
-    else:
-        sums = _sums(np.add, values, counts, np.float64)
+    sums = np.zeros(len(counts))
+    some = counts > 0
+    sums[some] = group_sums(values, (np.cumsum(counts) - counts)[some])
     return np.where(np.isnan(wall) | untimed, np.nan, sums)
 
 
@@ -173,29 +163,6 @@ def _sums(ufunc: np.ufunc, values: npt.NDArray[Any], counts: Ints, dtype: type) 
     some = counts > 0
     if some.any():
         sums[some] = ufunc.reduceat(values, (np.cumsum(counts) - counts)[some])
-    return sums
-
-
-def _compensated_sums(values: Floats, counts: Ints) -> Floats:
-    """Per turn, the Kahan sum of its values in order, as pandas' Cython `group_sum` adds.
-
-    pandas' groupby `sum` takes that path when the column has a NaN anywhere. One step per
-    place in a turn, over every turn that has a value at that place.
-    """
-    turns = len(counts)
-    sums = np.zeros(turns)
-    compensation = np.zeros(turns)
-    if not len(values):
-        return sums
-    first = np.cumsum(counts) - counts
-    longest_first = np.argsort(-counts, kind="stable")
-    longer = turns - np.cumsum(np.bincount(counts))  # [k]: how many turns have more than k
-    for place in range(int(counts.max())):
-        turn = longest_first[: longer[place]]
-        step = values[first[turn] + place] - compensation[turn]
-        total = sums[turn] + step
-        compensation[turn] = (total - sums[turn]) - step
-        sums[turn] = total
     return sums
 
 

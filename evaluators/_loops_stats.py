@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plangate.evaluators._arithmetic import group_sums, seconds_between
 from plangate.evaluators._frame import TraceFrame
 from plangate.replay.schema import END_TIME, ITERATION, START_TIME, TOKENS_COMPLETION, TOKENS_PROMPT
 
@@ -332,40 +333,6 @@ def members(found: Ints, wanted: Ints) -> Bools:
         table[wanted] = True
         return np.asarray(table[found])
     return numpy_bools(pc.is_in(pa.array(found), value_set=pa.array(wanted)))
-
-
-def seconds_between(begin: Floats, end: Floats) -> Floats:
-    """Seconds from `begin` to `end` (microseconds), as pandas' `total_seconds` gives them.
-
-    Whole seconds plus the rest divided, not the microseconds divided: the last digit differs.
-    """
-    whole, rest = np.divmod(end - begin, 1e6)
-    return np.asarray(whole + rest / 1e6, dtype=np.float64)
-
-
-def group_sums(values: Floats, firsts: Ints) -> Floats:
-    """Sums of stretches of `values`, as pandas' groupby sums them (NaN skipped).
-
-    pandas adds each stretch with `np.add.reduceat` when no value is NaN, and otherwise with
-    Kahan summation: the same order of additions gives the same last digit.
-    """
-    if not len(firsts):
-        return np.zeros(0)
-    if not np.isnan(values).any():
-        return np.asarray(np.add.reduceat(values, firsts), dtype=np.float64)
-    sizes = np.diff(np.append(firsts, len(values)))
-    total, compensation = np.zeros(len(firsts)), np.zeros(len(firsts))
-    for step in range(int(sizes.max())):
-        live = np.flatnonzero(sizes > step)
-        value = values[firsts[live] + step]
-        known = ~np.isnan(value)
-        adjusted = value - compensation[live]
-        added = total[live] + adjusted
-        error = (added - total[live]) - adjusted
-        total[live] = np.where(known, added, total[live])
-        error[np.isnan(error)] = 0.0  # an infinite value: its sum stays infinite
-        compensation[live] = np.where(known, error, compensation[live])
-    return total
 
 
 def stretch_starts(labels: Ints) -> Ints:
