@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from plangate.evaluators import pass_at_k, pass_hat_k, task_outcomes
+from plangate.evaluators import outcome_repeats, task_outcomes
 from plangate.evaluators.scores import (
     ERROR,
     EVALUATOR,
@@ -222,19 +222,7 @@ def _fold(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _repeats(outcomes: pd.DataFrame) -> list[dict[str, Any]]:
     """pass@k and pass^k for k = 1 to the most tries of a task (as `repeat_scores`)."""
-    most = int(outcomes["n"].max()) if not outcomes.empty else 0
-    rows = []
-    for k in range(1, most + 1):
-        usable = outcomes[outcomes["n"] >= k]
-        pairs = list(zip(usable["n"], usable["c"], strict=True))
-        at = [pass_at_k(int(n), int(c), k) for n, c in pairs]
-        hat = [pass_hat_k(int(n), int(c), k) for n, c in pairs]
-        rows.append(
-            {
-                "k": k,
-                "pass_at_k": sum(at) / len(at),
-                "pass_hat_k": sum(hat) / len(hat),
-                "tasks": len(usable),
-            }
-        )
-    return rows
+    return [
+        {"k": r.k, "pass_at_k": r.pass_at_k, "pass_hat_k": r.pass_hat_k, "tasks": r.tasks}
+        for r in outcome_repeats(outcomes)
+    ]

@@ -30,6 +30,7 @@ from plangate.evaluators._registry import (
 )
 from plangate.evaluators._repeats import (
     RepeatScore,
+    outcome_repeats,
     pass_at_k,
     pass_hat_k,
     repeat_scores,
@@ -76,6 +77,7 @@ __all__ = [
     "evaluator",
     "evaluators",
     "load_rubrics",
+    "outcome_repeats",
     "pass_at_k",
     "pass_hat_k",
     "prepare",

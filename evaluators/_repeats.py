@@ -61,7 +61,14 @@ def repeat_scores(
     With no applicable try at all (every turn `n/a` or an error) there is no default k: the
     list is empty, and a k asked for has no task to average (`tasks` 0, the rates None).
     """
-    outcomes = task_outcomes(scores, evaluator)
+    return outcome_repeats(task_outcomes(scores, evaluator), ks)
+
+
+def outcome_repeats(outcomes: pd.DataFrame, ks: Sequence[int] | None = None) -> list[RepeatScore]:
+    """`repeat_scores` from per-task tries `n` and passes `c`.
+
+    As `task_outcomes` gives them, or summed over batches of scores (a streamed summary).
+    """
     most = int(outcomes["n"].max()) if not outcomes.empty else 0
     chosen = list(ks) if ks else list(range(1, most + 1))
     return [_for_k(outcomes, k) for k in chosen]
