@@ -20,9 +20,11 @@ from tests.bench import (
     bench_imports,
     bench_loop,
     bench_peers,
+    bench_ray,
     bench_receiver,
     bench_redact,
     bench_replay,
+    bench_stream,
 )
 from tests.bench.bench_loop import Result
 
@@ -181,6 +183,10 @@ def main() -> None:
     console.print("\n".join(bench_evaluators.verdict(evaluator_results)), markup=False)
     peers = bench_peers.run_all()
     console.print(bench_peers.table(peers))
+    streamed = bench_stream.run_all()
+    console.print(bench_stream.table(streamed))
+    on_ray = bench_ray.run_all()
+    console.print(bench_ray.table(on_ray))
     study = bench_gate.study()
     console.print(study_table(study))
     imports = bench_imports.run_all()
@@ -204,7 +210,11 @@ def main() -> None:
         endpoint,
         receiver,
         replays,
-        {"peers": [r.as_dict() for r in peers]},
+        {
+            "peers": [r.as_dict() for r in peers],
+            "stream": [r.as_dict() for r in streamed],
+            "ray": [r.as_dict() for r in on_ray],
+        },
     )
     console.print(f"written to {OUT}")
 
