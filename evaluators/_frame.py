@@ -85,10 +85,11 @@ class TraceFrame:
         self.table = table
         """The validated table, in its own order."""
         self._columns: dict[str, pa.Array] = {}
+        self._codes: dict[str, tuple[Ints, pa.Array]] = {}
         self.order, self.turn, turn_starts = _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
         `turn`: each position's turn number."""
-        kind = _kind_codes(self.column(SPAN_KIND))
+        kind = _kind_codes(*self.codes(SPAN_KIND))
         self.kind = kind
         """Each position's kind: an index into `KINDS`, -1 for another kind."""
         self.agents = Spans.at(np.flatnonzero(kind == 0), self.turn)
@@ -113,6 +114,24 @@ class TraceFrame:
             column = self.table.column(name).combine_chunks()
             self._columns[name] = column if self.order is None else column.take(self.order)
         return self._columns[name]
+
+    def codes(self, name: str) -> tuple[Ints, pa.Array]:
+        """A column as codes into its distinct values, in turn order (-1: null); kept.
+
+        The table's column is encoded where it lies: only the codes are put in turn order.
+        """
+        if name not in self._codes:
+            encoded = self.table.column(name).combine_chunks().dictionary_encode()
+            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(), dtype=np.int64)
+            ordered = codes if self.order is None else codes[self.order]
+            self._codes[name] = ordered, encoded.dictionary
+        return self._codes[name]
+
+    def valid(self, name: str) -> npt.NDArray[np.bool_]:
+        """Where a column is not null, in turn order."""
+        valid = self.table.column(name).is_valid()
+        known = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)
+        return known if self.order is None else known[self.order]
 
     def values(self, name: str, positions: Ints) -> pa.Array:
         """A column's values at some positions (-1: null)."""
@@ -161,36 +180,50 @@ def _turn_order(table: pa.Table) -> tuple[Ints | None, Ints, Ints]:
     """The turn order of a table's rows: (order or None, turn of each position, turn starts).
 
     Turns are ordered by session id (as strings sort), then turn index; spans within a turn by
-    start time (none last), then row.
+    start time (none last), then row. A table whose turns each come as one block of rows, in
+    order within, is put in order by moving the blocks, without sorting its rows.
     """
     rows = table.num_rows
     if rows == 0:
         empty = np.zeros(0, dtype=np.int64)
         return None, empty, empty
+    key = _turn_keys(table)
+    start = table.column(START_TIME).combine_chunks()
+    untimed = np.asarray(start.is_null().to_numpy(zero_copy_only=False), dtype=np.int64)
+    at = np.asarray(start.cast(pa.int64()).fill_null(0).to_numpy(), dtype=np.int64)
+    new = np.ones(rows, dtype=bool)
+    new[1:] = key[1:] != key[:-1]
+    blocks = np.flatnonzero(new)
+    in_blocks = _timed_in_order(new, untimed, at)
+    if in_blocks and (np.diff(key[blocks]) > 0).all():  # in order already: nothing is copied
+        return None, np.cumsum(new) - 1, blocks
+    order = _block_order(key[blocks], blocks, rows) if in_blocks else None
+    if order is None:
+        order = np.lexsort((at, untimed, key)).astype(np.int64)  # stable: ties keep row order
+    key = key[order]
+    new[1:] = key[1:] != key[:-1]
+    return order, np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def _turn_keys(table: pa.Table) -> Ints:
+    """Each row's turn as a number that sorts as (session id as a string, turn index)."""
     sessions = table.column(SESSION_ID).combine_chunks().dictionary_encode()
     rank = np.empty(len(sessions.dictionary), dtype=np.int64)
     rank[np.asarray(pc.sort_indices(sessions.dictionary))] = np.arange(len(rank))
     turn_index = np.asarray(table.column(TURN_INDEX).to_numpy(), dtype=np.int64)
     low = int(turn_index.min())
     key = rank[np.asarray(sessions.indices)] * (int(turn_index.max()) - low + 1) + turn_index - low
-    start = table.column(START_TIME).combine_chunks()
-    untimed = np.asarray(start.is_null().to_numpy(zero_copy_only=False), dtype=np.int64)
-    at = np.asarray(start.cast(pa.int64()).fill_null(0).to_numpy(), dtype=np.int64)
-    order: Ints | None = None
-    if not _in_order(key, untimed, at):
-        order = np.lexsort((at, untimed, key)).astype(np.int64)  # stable: ties keep row order
-        key = key[order]
-    new = np.ones(rows, dtype=bool)
-    new[1:] = key[1:] != key[:-1]
-    return order, np.cumsum(new) - 1, np.flatnonzero(new)
+    return np.asarray(key, dtype=np.int64)
 
 
-def _in_order(key: Ints, untimed: Ints, at: Ints) -> bool:
-    """Whether rows are already sorted by (key, untimed, at), ties in row order."""
-    step = np.diff(key)
-    if (step < 0).any():
-        return False
-    same = step == 0
+def _timed_in_order(new: npt.NDArray[np.bool_], untimed: Ints, at: Ints) -> bool:
+    """Whether each block's rows (`new` marks a block's first) are in start time order.
+
+    Rows without a start time come last; timed rows with equal start times keep row order.
+    """
+    same = ~new[1:]
+    if not untimed.any():
+        return not (same & (np.diff(at) < 0)).any()
     later = np.diff(untimed)
     if (same & (later < 0)).any():
         return False
@@ -198,9 +231,20 @@ def _in_order(key: Ints, untimed: Ints, at: Ints) -> bool:
     return not (timed_pair & (np.diff(at) < 0)).any()
 
 
-def _kind_codes(kinds: pa.Array) -> npt.NDArray[np.int8]:
-    encoded = kinds.dictionary_encode()
-    names = encoded.dictionary.to_pylist()
-    codes = np.array([KINDS.index(n) if n in KINDS else -1 for n in names], dtype=np.int8)
-    indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
-    return codes[indices] if len(codes) else np.zeros(len(indices), dtype=np.int8)
+def _block_order(block_key: Ints, blocks: Ints, rows: int) -> Ints | None:
+    """The rows in turn order, moved by blocks, when each turn is one block (else None).
+
+    `blocks` are the blocks' first rows and `block_key` their turn keys.
+    """
+    by_key = np.argsort(block_key, kind="stable")
+    if (np.diff(block_key[by_key]) == 0).any():  # a turn in several blocks: sort the rows
+        return None
+    sizes = np.diff(np.append(blocks, rows))[by_key]
+    moved_to = np.cumsum(sizes) - sizes
+    return np.repeat(blocks[by_key] - moved_to, sizes) + np.arange(rows, dtype=np.int64)
+
+
+def _kind_codes(codes: Ints, kinds: pa.Array) -> npt.NDArray[np.int8]:
+    """Each span's kind as an index into `KINDS` (-1 for another), from the column's codes."""
+    known = np.array([KINDS.index(k) if k in KINDS else -1 for k in kinds.to_pylist()], np.int8)
+    return known[codes] if len(known) else np.zeros(len(codes), dtype=np.int8)

@@ -45,8 +45,6 @@ from plangate.evaluators._loops_stats import (
     Keys,
     encode,
     find_runs,
-    int32_values,
-    numpy_bools,
     numpy_ints,
     turn_stats,
 )
@@ -100,7 +98,7 @@ def _calls(frame: TraceFrame, compare_results: bool) -> Calls:
     tools = frame.tools
     code, keys = _keys(frame)
     repeated = _repeated(code, tools.turn)
-    recorded = numpy_bools(frame.column(TOOL_OUTPUT).is_valid())[tools.position]
+    recorded = frame.valid(TOOL_OUTPUT)[tools.position]
     result = None
     if compare_results:
         result = _results(frame, np.flatnonzero(repeated & recorded))
@@ -162,15 +160,9 @@ def _by_text(code: Ints, keys: Keys) -> Ints:
 
 
 def _codes_at(frame: TraceFrame, column: str) -> tuple[Ints, pa.Array]:
-    """A text column at the TOOL spans as codes into its distinct values (-1: null).
-
-    The whole column is encoded (the frame keeps it for every evaluator) rather than copied.
-    """
-    encoded = frame.column(column).dictionary_encode()
-    indices, position = encoded.indices, frame.tools.position
-    valid = numpy_bools(indices.is_valid())[position]
-    codes = np.where(valid, int32_values(indices)[position], -1)
-    return codes.astype(np.int64), encoded.dictionary
+    """A text column at the TOOL spans as codes into its distinct values (-1: null)."""
+    codes, distinct = frame.codes(column)
+    return codes[frame.tools.position], distinct
 
 
 def _results(frame: TraceFrame, rows: Ints) -> Ints | None:

@@ -278,9 +278,8 @@ def _waste(frame: TraceFrame, calls: Calls, runs: Runs, turns: int) -> tuple[Flo
     firsts = stretch_starts(calls.turn)
     seconds = np.full(turns, np.nan)
     seconds[calls.turn[firsts]] = group_sums(spent, firsts)
-    starts = frame.column(START_TIME)
-    if starts.null_count:
-        untimed = ~numpy_bools(starts.is_valid())[position]
+    if frame.table.column(START_TIME).null_count:
+        untimed = ~frame.valid(START_TIME)[position]
         seconds[np.bincount(calls.turn[untimed], minlength=turns) > 0] = np.nan
     return seconds, _tokens(frame, calls.turn[repeat], at, turns)
 

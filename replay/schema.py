@@ -40,6 +40,7 @@ from plangate.harness import (
 )
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
+from plangate.replay._fingerprint import surely_distinct
 
 SCHEMA_NAME = "plangate.trace_table"
 SCHEMA_VERSION = 1
@@ -200,7 +201,8 @@ def empty_table() -> pa.Table:
 
 def validate_table(table: pa.Table, where: str = "trace table") -> None:
     """Check a table's columns, types and values; the error names the column and the row."""
-    missing = [name for name in COLUMNS if name not in table.column_names]
+    present = set(table.column_names)
+    missing = [name for name in COLUMNS if name not in present]
     if missing:
         raise TraceTableError(f"{where}: missing columns {missing}; expected {list(COLUMNS)}")
     for name in COLUMNS:
@@ -231,8 +233,11 @@ def _check_values(table: pa.Table, column: str, allowed: frozenset[str], where: 
 
 
 def _check_unique_spans(table: pa.Table, where: str) -> None:
-    spans = table.column(SPAN_ID).combine_chunks().dictionary_encode()
-    if len(spans.dictionary) == len(spans):  # span ids alone unique: so are the pairs
+    span_ids = table.column(SPAN_ID).combine_chunks()
+    if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
+        return
+    spans = span_ids.dictionary_encode()
+    if len(spans.dictionary) == len(spans):
         return
     traces = table.column(TRACE_ID).combine_chunks().dictionary_encode()
     pairs = np.asarray(traces.indices, np.int64) * len(spans.dictionary) + np.asarray(

@@ -38,7 +38,14 @@ import pyarrow.compute as pc
 from rich.console import Console
 from rich.table import Table
 
-from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
+from plangate.evaluators import (
+    Rubric,
+    RubricSet,
+    ToolExpectation,
+    evaluate,
+    evaluators,
+    prepare,
+)
 from plangate.harness import call_runs
 from tests.bench.bench_evaluators import synthetic_table
 
@@ -68,7 +75,9 @@ MAX_REPEATS = 2
 REQUEST = "Look at the numbers."
 ANSWER = "The numbers add up."
 
-Key = Literal["loops", "runs", "deepeval", "deepeval_quiet", "trajectory", "agentevals"]
+Key = Literal[
+    "loops", "loops_frame", "runs", "deepeval", "deepeval_quiet", "trajectory", "agentevals"
+]
 Counted = Literal["flagged", "passed"]
 T = TypeVar("T")
 
@@ -151,6 +160,8 @@ class Target:
 
 TARGETS = (
     Target(text="tool_call_loops within 2× of bare run detection", fast="loops", slow="runs",
+           at_least=0.5),
+    Target(text="... the evaluator alone, on a prepared frame", fast="loops_frame", slow="runs",
            at_least=0.5),
     Target(text="tool_call_loops ≥ 500× DeepEval's default measure()", fast="loops",
            slow="deepeval", at_least=500),
@@ -235,11 +246,17 @@ def loop_rows(table: pa.Table) -> list[PeerResult]:
     seconds, runs = best_of(lambda: call_runs(keys, groups))
     looping = len(set(groups[runs.starts[runs.lengths > MAX_REPEATS]]))
     loops, scores = best_of(lambda: evaluate(table, names=["tool_call_loops"]))
+    frames = iter([prepare(table) for _ in range(REPEATS)])  # each timed run on a fresh frame
+    function = evaluators()["tool_call_loops"].function
+    alone, _ = best_of(lambda: function(next(frames), RubricSet()))
     return [
         PeerResult(key="loops", name="plangate evaluate(tool_call_loops)",
                    trajectories=TRAJECTORIES, seconds=loops,
                    count=count_outcome(scores, "fail"), counted="flagged",
-                   note="whole table, import into the evaluators' frame included"),
+                   note="whole table: validation and the evaluators' frame included"),
+        PeerResult(key="loops_frame", name="plangate tool_call_loops on a prepared frame",
+                   trajectories=TRAJECTORIES, seconds=alone,
+                   note="the evaluator alone: table validated and grouped by turn before timing"),
         PeerResult(key="runs", name="plangate call_runs on the canonical column",
                    trajectories=TRAJECTORIES, seconds=seconds, count=looping, counted="flagged",
                    note=f"keys and labels built before timing; flagged: a run > {MAX_REPEATS}"),

@@ -7,6 +7,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from plangate.evaluators import evaluate, prepare
 from plangate.replay import SCHEMA, TraceTableError
@@ -69,6 +70,27 @@ def interleaved(table: pa.Table, seed: int) -> pa.Table:
     for members in rows.values():
         order[np.sort(slots[members])] = members
     return table.take(order)
+
+
+def turns_moved(table: pa.Table, seed: int) -> pa.Table:
+    """Each turn's rows kept together and in their order, the turns in a random order."""
+    keys = list(zip(table["session_id"].to_pylist(), table["turn_index"].to_pylist(), strict=True))
+    rows: dict[tuple[str, int], list[int]] = {}
+    for row, key in enumerate(keys):
+        rows.setdefault(key, []).append(row)
+    blocks = list(rows.values())
+    moved = np.random.default_rng(seed).permutation(len(blocks))
+    return table.take(pa.array([row for b in moved for row in blocks[b]], pa.int64()))
+
+
+@SETTINGS
+@given(trace_tables(), st.integers(0, 3))
+def test_turns_that_come_as_blocks_are_moved_into_order(table: pa.Table, seed: int) -> None:
+    moved = turns_moved(table, seed)
+    frame = prepare(moved)
+    rows = np.arange(moved.num_rows) if frame.order is None else frame.order
+    assert rows.tolist() == pandas_order(moved)["row"].tolist()
+    assert evaluate(moved).to_pylist() == evaluate(table).to_pylist()
 
 
 @SETTINGS

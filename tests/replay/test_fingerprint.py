@@ -1,0 +1,45 @@
+"""The fast distinctness check behind span-id validation: never says "distinct" wrongly."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plangate.replay._fingerprint import surely_distinct
+
+# Short alphabets make equal strings common; long strings reach past the 64 bytes read in full.
+TEXTS = st.one_of(
+    st.text(alphabet="ab", max_size=12),
+    st.text(max_size=90),
+    st.builds(lambda a, b: a + "x" * 70 + b, st.text("01", max_size=3), st.text("01", max_size=3)),
+)
+
+
+def sliced(values: list[str], skip: int) -> pa.Array:
+    """The values as a slice into a longer array: equal strings lie at different places."""
+    return pa.array(["pad"] * skip + values, pa.string()).slice(skip)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXTS, max_size=40), st.integers(0, 5))
+def test_distinct_is_never_said_of_equal_strings(values: list[str], skip: int) -> None:
+    if surely_distinct(sliced(values, skip)):
+        assert len(set(values)) == len(values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=16), max_size=40, unique=True), st.integers(0, 5))
+def test_distinct_strings_read_in_full_are_said_distinct(values: list[str], skip: int) -> None:
+    # At most 64 bytes each (16 characters of up to 4 bytes): every byte is in the fingerprint.
+    assert surely_distinct(sliced(values, skip))
+
+
+def test_strings_equal_but_for_bytes_past_the_first_64_are_told_apart() -> None:
+    common = "span-" + "0" * 70
+    assert surely_distinct(pa.array([common + "1", common + "2"]))
+    assert not surely_distinct(pa.array([common + "1", "q", common + "1"]))
+
+
+def test_a_column_with_nulls_is_left_to_the_exact_check() -> None:
+    assert not surely_distinct(pa.array(["a", None, "b"]))
