@@ -35,7 +35,7 @@ types: $(STAMP)
 check: lint types
 
 test: check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.bench

@@ -116,3 +116,17 @@ def find_chromium() -> Any:
 def chromium() -> Any:
     """Path to a Chromium binary for headless browser tests (see `find_chromium`)."""
     return find_chromium()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, each test file on one worker, and the Phoenix tests on the same one.
+
+    `make test` runs `-n 2 --dist loadgroup`: a file's module fixtures are built once, and one
+    Phoenix server serves the run.
+    """
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = "phoenix" if path.startswith("tests/phoenix/") else path
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -12,6 +12,7 @@ external resources (web fonts, downloads) and the server-side bash tool are swit
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import logging
@@ -107,10 +108,25 @@ def server_python(
             f"no Phoenix server environment at {folder}: run `plangate phoenix up` (it creates "
             f"one) or set {ENV_VARIABLE} to an environment with arize-phoenix installed"
         )
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(folder.parent / f".{folder.name}.lock", "w")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise PhoenixError(
+            f"could not create the Phoenix server environment in {folder}: {exc}"
+        ) from exc
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process creating it: wait, then use it
+        if not _has_server(python):
+            _create(folder, progress)
+    return python
+
+
+def _create(folder: Path, progress: Callable[[str], None]) -> None:
     progress(f"creating the Phoenix server environment in {folder} (once; about 2 minutes)…")
     for command in (
         [sys.executable, "-m", "venv", str(folder)],
-        [str(python), "-m", "pip", "install", "-q", SERVER_REQUIREMENT],
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", SERVER_REQUIREMENT],
     ):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -118,17 +134,17 @@ def server_python(
                 f"could not create the Phoenix server environment in {folder}: "
                 f"{' '.join(command[-3:])} failed:\n{done.stderr.strip()[-2000:]}"
             )
-    return python
 
 
 def _has_server(python: Path) -> bool:
+    """Whether the environment has the server installed.
+
+    Asked of its metadata: importing (or finding) `phoenix.server` imports the `phoenix`
+    package, which takes 17 seconds here.
+    """
     if not python.is_file():
         return False
-    check = [
-        str(python),
-        "-c",
-        "import importlib.util as u; exit(u.find_spec('phoenix.server') is None)",
-    ]
+    check = [str(python), "-c", "import importlib.metadata as m; m.version('arize-phoenix')"]
     return subprocess.run(check, capture_output=True, check=False).returncode == 0
 
 

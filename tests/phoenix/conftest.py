@@ -8,15 +8,27 @@ data in a temporary folder and free ports on 127.0.0.1. Its span queue is kept s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from plangate.ci.phoenix._server import PhoenixServer, down, free_ports, up
+from plangate.ci.phoenix._server import PhoenixServer, down, free_ports, server_python, up
 
 QUEUE = 1_000
 """PHOENIX_MAX_SPANS_QUEUE_SIZE of the test server (Phoenix's default is 20,000)."""
+
+_ENVIRONMENT = ThreadPoolExecutor(max_workers=1, thread_name_prefix="phoenix-env")
+_SERVER_PYTHON = _ENVIRONMENT.submit(server_python)
+"""The server's environment, checked (and on a fresh clone created: about two minutes) in the
+background from collection on, while the tests before these run."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def phoenix_environment() -> Path:
+    """The server's Python, once its environment is ready: every Phoenix test waits for it."""
+    return _SERVER_PYTHON.result()
 
 
 @pytest.fixture(scope="session")
