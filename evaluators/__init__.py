@@ -1,8 +1,9 @@
 """Evaluators: pure, versioned functions of a trace table that score every turn.
 
 - one module per evaluator: `_task_completion`, `_plan_adherence` (with `_plan_components`),
-  `_loops` (`tool_call_loops`), `_latency`, `_trajectory` (`trajectory_match`); each registers
-  itself when imported, which this package does;
+  `_loops` (`tool_call_loops`), `_latency`, `_trajectory` (`trajectory_match`), `_tokens`
+  (`tokens` and `cost`, with `_tokens_text`); each registers itself when imported, which this
+  package does;
 - `_registry`: the registry and `evaluate`; `_frame`: the trace table prepared once for all;
 - `_rubric`: the golden rubric (what a turn must do); `_repeats`: pass@k and pass^k;
 - `_stream`: scoring sources larger than memory in batches of whole sessions
@@ -18,6 +19,7 @@ from plangate.evaluators import (  # noqa: F401 - importing an evaluator registe
     _loops,
     _plan_adherence,
     _task_completion,
+    _tokens,
     _trajectory,
 )
 from plangate.evaluators._frame import TraceFrame, prepare

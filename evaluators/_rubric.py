@@ -1,4 +1,4 @@
-"""The rubric: what a turn must achieve, as `task_completion` and `trajectory_match` read it.
+"""The rubric: what a turn must achieve, as the evaluators read it (checks and budgets).
 
 A small versioned schema that golden datasets store per turn (as JSON), and that a rubric file
 gives for a whole trace table: a `default` rubric and per-turn rubrics keyed by session and
@@ -11,7 +11,8 @@ turn. Every field is optional; a check without data in the rubric is not applied
                                     "arguments": {"order_id": "O-7001"}, "match": "subset"}],
                 "order": "unordered", "forbidden_tools": ["cancel_order"],
                 "answer": [{"kind": "contains", "value": "refund"}],
-                "max_seconds": 30, "max_iterations": 20}]}
+                "max_seconds": 30, "max_iterations": 20,
+                "max_tokens": 50000, "max_cost": 0.25}]}
 
 TOML with the same structure (`[default]`, `[[turns]]`) works too.
 """
@@ -118,6 +119,10 @@ class Rubric:
     """Latency budget of the turn."""
     max_iterations: int | None = None
     """Model-call budget of the turn."""
+    max_tokens: int | None = None
+    """Token budget of the turn: prompt plus completion tokens over its model calls."""
+    max_cost: float | None = None
+    """Cost budget of the turn, in US dollars."""
 
     def to_dict(self) -> dict[str, Any]:
         """The rubric as JSON-able data (what golden datasets store)."""
@@ -142,7 +147,7 @@ class Rubric:
                 }
                 for a in self.answer
             ]
-        for key in ("plan_expected", "max_seconds", "max_iterations"):
+        for key in ("plan_expected", *_BUDGETS):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -169,8 +174,9 @@ class RubricSet:
 
 _RUBRIC_KEYS = frozenset(
     {"version", "required_tools", "order", "required_plan_items", "forbidden_tools", "answer",
-     "plan_expected", "max_seconds", "max_iterations"}
+     "plan_expected", "max_seconds", "max_iterations", "max_tokens", "max_cost"}
 )  # fmt: skip
+_BUDGETS = ("max_seconds", "max_iterations", "max_tokens", "max_cost")
 
 
 def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
@@ -201,6 +207,8 @@ def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
         plan_expected=_optional(data, "plan_expected", bool, where),
         max_seconds=_optional(data, "max_seconds", (int, float), where),
         max_iterations=_optional(data, "max_iterations", int, where),
+        max_tokens=_budget(data, "max_tokens", int, where),
+        max_cost=_budget(data, "max_cost", (int, float), where),
     )
 
 
@@ -281,6 +289,14 @@ def _optional(data: Mapping[str, Any], key: str, kind: Any, where: str) -> Any:
         return None
     if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
         raise RubricError(f"{where}.{key}: {value!r} has the wrong type")
+    return value
+
+
+def _budget(data: Mapping[str, Any], key: str, kind: Any, where: str) -> Any:
+    """An optional budget: a number of `kind`, not negative (and finite)."""
+    value = _optional(data, key, kind, where)
+    if value is not None and not 0 <= value < float("inf"):
+        raise RubricError(f"{where}.{key}: {value!r} is not a budget; expected a number >= 0")
     return value
 
 

@@ -42,8 +42,14 @@ from plangate.ci.gate._scores import (
     read_scores,
     runs_from_scores,
 )
-from plangate.ci.gate._stats import paired_bootstrap, ratio_interval, regression_p_value
+from plangate.ci.gate._stats import (
+    Interval,
+    paired_bootstrap,
+    ratio_interval,
+    regression_p_value,
+)
 from plangate.ci.gate._verdict import (
+    MEASURES,
     CaseResult,
     EvaluatorVerdict,
     NoiseFloor,
@@ -150,8 +156,14 @@ def _undecided(
         return "; ".join(reasons)
     for name, rule in gate.evaluators.items():
         cases = [r for r in results if r.evaluator == name]
+        if rule.max_ratio is not None and not _paired_scores(cases):
+            reasons.append(
+                f"evaluator {name!r} has a max_ratio but no case measured on both sides: "
+                "nothing to compare"
+            )
         for side in ("baseline", "candidate"):
-            if rule.allow_not_applicable or any(getattr(r, side) for r in cases):
+            judged_here = any(getattr(r, side) for r in cases)
+            if rule.allow_not_applicable or rule.max_ratio is not None or judged_here:
                 continue
             example = f" ({cases[0].explanation})" if cases and side == "candidate" else ""
             reasons.append(
@@ -317,20 +329,23 @@ def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerd
             summary += f" (not beyond it: p = {beyond:.3g})"
         if noise.p_value < gate.alpha:
             summary += "; the baseline is unstable against itself: add repeats"
-    paired = [  # scores pair up wherever both sides have one (latency's time, even unbudgeted)
-        (r.baseline_score, r.candidate_score)
-        for r in every
-        if r.baseline_score is not None and r.candidate_score is not None
-    ]
+    paired = _paired_scores(every)
     difference = paired_bootstrap([c - b for b, c in paired], seed=gate.seed) if paired else None
+    measure = name in MEASURES and bool(paired)
     ratio = (
         ratio_interval([c for _, c in paired], [b for b, _ in paired], seed=gate.seed)
-        if name == "latency" and paired
+        if measure
         else None
     )
+    too_much = _above_max_ratio(name, rule.max_ratio, ratio)
+    if too_much:
+        failures.append(too_much)
     return EvaluatorVerdict(
         evaluator=name, regressed=regressed, improved=improved,
         score_difference=difference, ratio=ratio, noise=noise, p_beyond_noise=beyond,
+        baseline_total=sum(b for b, _ in paired) if measure else None,
+        candidate_total=sum(c for _, c in paired) if measure else None,
+        measured=len(paired) if measure else 0,
         flaky=sum(r.flaky for r in results), cases=len(every), p_value=p_value,
         baseline_pass_hat_k=_pass_hat_k([r.baseline for r in results]),
         candidate_pass_hat_k=_pass_hat_k([r.candidate for r in results]),
@@ -346,6 +361,29 @@ def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerd
             for d in dict.fromkeys(r.dataset for r in results)
         },
     )  # fmt: skip
+
+
+def _paired_scores(results: Sequence[CaseResult]) -> list[tuple[float, float]]:
+    """(baseline, candidate) mean scores of the cases scored on both sides.
+
+    Scores pair up whatever the outcome: a measure's score (latency's time, a turn's tokens)
+    is evidence even where no budget judged it.
+    """
+    return [
+        (r.baseline_score, r.candidate_score)
+        for r in results
+        if r.baseline_score is not None and r.candidate_score is not None
+    ]
+
+
+def _above_max_ratio(name: str, most: float | None, ratio: Interval | None) -> str | None:
+    """Why a measure failed its `max_ratio`, or None: its whole interval must lie above."""
+    if most is None or ratio is None or ratio.n == 0 or not ratio.low > most:
+        return None
+    return (
+        f"candidate / baseline {name} is {ratio.mean:.3g}× (95% CI {ratio.low:.3g}–"
+        f"{ratio.high:.3g}× over {ratio.n} cases), above the maximum {most:g}×"
+    )
 
 
 def _noise_floor(results: list[CaseResult], seed: int) -> NoiseFloor:

@@ -44,6 +44,9 @@
     min_pass_rate = 0.95
     [evaluators.plan_adherence]
     allow_not_applicable = true # gate even if no case has a plan on one side (else exit 2)
+    [evaluators.tokens]
+    max_ratio = 1.2             # a measure (latency, tokens, cost): fail when candidate /
+                                # baseline is above 1.2 with 95% confidence
 
 Relative paths (datasets, variant files, score tables) are relative to the gate file's folder.
 Every mistake is a `GateFileError` naming the file, the key and the allowed values.
@@ -57,12 +60,15 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
+from plangate.ci.gate._verdict import MEASURES
 from plangate.evaluators import evaluators as registered
 from plangate.harness import EndpointSettings, PlangateError, load_variant, read_text
 from plangate.replay import CASSETTE_MODELS, TOOL_SOURCES
 from plangate.replay.agents import AGENT_KINDS, AgentSpec
 
-EVALUATOR_KEYS = frozenset({"min_pass_rate", "params", "cases", "allow_not_applicable"})
+EVALUATOR_KEYS = frozenset(
+    {"min_pass_rate", "params", "cases", "allow_not_applicable", "max_ratio"}
+)
 AGENT_SETTINGS = frozenset({"env", "args", "kwargs", "mcp"})
 SIDE_KEYS = frozenset({"variant", "agent", "model", "tools", "scores", "seed", *AGENT_SETTINGS})
 ENDPOINT_KEYS = {
@@ -124,6 +130,9 @@ class EvaluatorRule:
     """Per-case minimum pass rates, keyed `SESSION` (every turn) or `SESSION:TURN`."""
     allow_not_applicable: bool = False
     """Decide even when no case is applicable on a side (otherwise the gate cannot decide)."""
+    max_ratio: float | None = None
+    """For a measure (latency, tokens, cost): the most candidate / baseline may be; the gate
+    fails when the ratio's whole confidence interval lies above it."""
 
     def case_minimum(self, session_id: str, turn_index: int) -> float | None:
         """The case's own minimum pass rate, if the gate file sets one."""
@@ -341,10 +350,27 @@ def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
         rules[name] = EvaluatorRule(
             allow_not_applicable=allow,
             min_pass_rate=rate,
+            max_ratio=_max_ratio(rule.get("max_ratio"), name, source),
             params=dict(rule.get("params", {})),
             cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),
         )
     return rules or {name: EvaluatorRule() for name in ("task_completion", "tool_call_loops")}
+
+
+def _max_ratio(value: Any, name: str, source: Path) -> float | None:
+    if value is None:
+        return None
+    if name not in MEASURES:
+        raise GateFileError(
+            f"{source}: evaluators.{name}.max_ratio applies to a measure only "
+            f"({', '.join(sorted(MEASURES))}); {name} is a grade: use min_pass_rate"
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise GateFileError(
+            f"{source}: evaluators.{name}.max_ratio must be a number above 0 (1.2: at most 20% "
+            f"more than the baseline), not {value!r}"
+        )
+    return float(value)
 
 
 def _case_rates(data: Any, where: str, source: Path) -> dict[str, float]:

@@ -120,7 +120,7 @@ def _evaluator_table(verdict: Verdict) -> str:
     head = [
         "evaluator", "verdict", "regressed", "improved", "flaky", "n/a", "noise floor",
         "pass^k baseline → candidate", "p", "Δ score (95% CI)",
-        *(["latency ratio (95% CI)"] if timed else []),
+        *(["candidate / baseline (95% CI)"] if timed else []),
     ]  # fmt: skip
     rows = []
     for v in _ranked(verdict):

@@ -68,7 +68,10 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
                 "candidate_pass_rate": v.candidate_pass_rate,
                 "min_pass_rate": v.min_pass_rate,
                 "score_difference": _interval(v.score_difference),
-                "latency_ratio": _interval(v.ratio),
+                "ratio": _interval(v.ratio),
+                "baseline_total": v.baseline_total,
+                "candidate_total": v.candidate_total,
+                "measured_cases": v.measured,
                 "noise_floor": _noise(v.noise),
                 "p_beyond_noise": v.p_beyond_noise,
                 "below_minimum": v.below_minimum,
@@ -156,6 +159,7 @@ def markdown(verdict: Verdict) -> str:
             f"{v.improved} | {v.flaky} | {skipped} | {floor} | {v.baseline_pass_hat_k:.3f} → "
             f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} | {_ci(v.score_difference)} |"
         )
+    lines += _measures(verdict)
     failed = {v.evaluator for v in verdict.evaluators if v.failed}
     worst = sorted(
         (c for c in verdict.cases if c.status in FAILING),
@@ -178,6 +182,33 @@ def markdown(verdict: Verdict) -> str:
             for e in verdict.errors[:MAX_CASES_IN_SUMMARY]
         ]
     return "\n".join(lines) + "\n"
+
+
+UNITS = {"latency": ("", " s", ".2f"), "tokens": ("", " tokens", ",.0f"), "cost": ("$", "", ",.4f")}
+"""How a measure's totals are written: prefix, suffix, format."""
+
+
+def _measures(verdict: Verdict) -> list[str]:
+    """What each side measured (seconds, tokens, dollars): totals, per case, the ratio."""
+    measured = [(v, v.ratio) for v in verdict.evaluators if v.ratio is not None and v.measured]
+    if not measured:
+        return []
+    lines = [
+        "",
+        "| measure | baseline total | candidate total | per case, baseline → candidate | "
+        "candidate / baseline (95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for v, ratio in measured:
+        before, after, spec = UNITS.get(v.evaluator, ("", "", ".3g"))
+        base, cand = v.baseline_total or 0.0, v.candidate_total or 0.0
+        lines.append(
+            f"| {v.evaluator} | {before}{base:{spec}}{after} | {before}{cand:{spec}}{after} | "
+            f"{before}{base / v.measured:{spec}}{after} → {before}{cand / v.measured:{spec}}"
+            f"{after} over {v.measured} cases | {ratio.mean:.2f}× [{ratio.low:.2f}, "
+            f"{ratio.high:.2f}] |"
+        )
+    return lines
 
 
 def _case_line(case: CaseResult) -> str:

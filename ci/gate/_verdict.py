@@ -135,7 +135,12 @@ class EvaluatorVerdict:
     score_difference: Interval | None = None
     """Paired bootstrap interval of the mean per-case score change (candidate - baseline)."""
     ratio: Interval | None = None
-    """For latency: paired bootstrap interval of candidate / baseline wall time."""
+    """For a measure (`MEASURES`): paired bootstrap interval of candidate / baseline totals."""
+    baseline_total: float | None = None
+    """For a measure: the sum over the cases measured on both sides of each case's mean."""
+    candidate_total: float | None = None
+    measured: int = 0
+    """For a measure: the cases measured on both sides (the totals' and the ratio's cases)."""
     noise: NoiseFloor | None = None
     p_beyond_noise: float | None = None
     """One-sided exact test that the candidate's worse cases outnumber the noise floor's."""
@@ -196,6 +201,11 @@ class Verdict:
     def word(self) -> str:
         """`pass`, `regression` or `cannot decide`."""
         return ("pass", "regression", "cannot decide")[self.exit_code]
+
+
+MEASURES = frozenset({"latency", "tokens", "cost"})
+"""Evaluators whose score is a measurement (seconds, tokens, dollars) rather than a grade: the
+gate sums them per side and compares them as a ratio, candidate over baseline."""
 
 
 def pass_change(before: tuple[bool, ...], after: tuple[bool, ...]) -> int:

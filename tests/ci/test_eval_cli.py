@@ -34,9 +34,12 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
         "tool_call_loops",
         "latency",
         "trajectory_match",
+        "tokens",
+        "cost",
     }
-    # No plan, no rubric naming tools, no time budget: no evidence, so n/a on every turn.
-    for name in ("plan_adherence", "trajectory_match", "latency"):
+    # No plan, no rubric naming tools, no time budget, no token counts: no evidence, so n/a
+    # on every turn.
+    for name in ("plan_adherence", "trajectory_match", "latency", "tokens", "cost"):
         row = rows[name]
         assert (row["not_applicable"], row["passed"], row["pass_rate"]) == (200, 0, None), name
     completion = rows["task_completion"]
@@ -47,7 +50,7 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
     )
     assert completion["pass_rate"] == pytest.approx(0.42)
     written = pq.read_table(scores)
-    assert written.num_rows == 200 * 5
+    assert written.num_rows == 200 * 7
     assert set(written.column_names) >= {
         "session_id",
         "turn_index",

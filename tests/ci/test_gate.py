@@ -238,7 +238,7 @@ def test_latency_gets_a_paired_ratio_interval(tmp_path: Path) -> None:
     assert latency.ratio.low <= latency.ratio.mean <= latency.ratio.high
     from plangate.ci import verdict_json
 
-    assert verdict_json(verdict)["evaluators"][0]["latency_ratio"]["n"] == 7
+    assert verdict_json(verdict)["evaluators"][0]["ratio"]["n"] == 7
     # No case has a time budget: a time is a measurement, not a pass, so there is no verdict
     # on latency unless the gate file allows an evaluator with no applicable case.
     assert latency.not_applicable == 7 and verdict.exit_code == 2

@@ -93,4 +93,6 @@ def test_every_corpus_trajectory_imports_and_scores(corpus: Path) -> None:
             "tool_call_loops",
             "latency",
             "trajectory_match",
+            "tokens",
+            "cost",
         }

@@ -1,0 +1,128 @@
+"""`tokens` and `cost` on what importers make: tau2-bench results and GenAI-convention spans.
+
+tau2: the importer keeps the agent's (assistant) messages' `usage` on the LLM rows and leaves
+the user simulator's out, and keeps the simulation's `agent_cost` on the AGENT row. So a
+simulation's tokens are its assistant messages' usage summed, and its cost is `agent_cost`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from genai_prices import Usage, calc_price
+
+from plangate.evaluators import evaluate
+from plangate.replay import SpanRecord, build_table, import_traces, rows_from_spans
+
+TAU2 = "tau2-bench"
+
+
+def tau2_files(corpus: Path) -> list[Path]:
+    files = []
+    for path in sorted((corpus / TAU2).glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and "simulations" in data:
+            files.append(path)
+    return files
+
+
+def by_session(scores: pa.Table, evaluator: str) -> dict[str, dict[str, Any]]:
+    return {r["session_id"]: r for r in scores.to_pylist() if r["evaluator"] == evaluator}
+
+
+def agent_usage(simulation: dict[str, Any]) -> tuple[int, int] | None:
+    """The assistant messages' prompt and completion tokens summed (None: none has usage)."""
+    usages = [m["usage"] for m in simulation["messages"]
+              if m.get("role") == "assistant" and m.get("usage")]  # fmt: skip
+    if not usages:
+        return None
+    return sum(u["prompt_tokens"] for u in usages), sum(u["completion_tokens"] for u in usages)
+
+
+def test_tau2_tokens_are_the_agents_usage_and_cost_is_agent_cost(corpus: Path) -> None:
+    files = tau2_files(corpus)
+    assert len(files) >= 4
+    with_usage = with_cost = user_usage = 0
+    for path in files:
+        simulations = json.loads(path.read_text(encoding="utf-8"))["simulations"]
+        scores = evaluate(import_traces("tau2", [path]), names=["tokens", "cost"])
+        tokens, cost = by_session(scores, "tokens"), by_session(scores, "cost")
+        for simulation in simulations:
+            session = f"tau2/{simulation['id']}"
+            usage = agent_usage(simulation)
+            details = json.loads(tokens[session]["details"])
+            if usage is None:
+                assert (tokens[session]["score"], tokens[session]["label"]) == (None, "no counts")
+            else:
+                with_usage += 1
+                assert (details["tokens_prompt"], details["tokens_completion"]) == usage
+                assert tokens[session]["score"] == sum(usage)
+                users = [m for m in simulation["messages"] if m.get("role") == "user"]
+                user_usage += sum(1 for m in users if m.get("usage"))
+            if simulation.get("agent_cost") is not None:
+                with_cost += 1
+                assert cost[session]["score"] == simulation["agent_cost"]
+                assert json.loads(cost[session]["details"])["cost_from"] == "agent span"
+            elif usage is None:
+                assert cost[session]["label"] == "no counts"
+    assert with_usage > 100
+    assert with_cost > 100
+    assert user_usage > 100  # the user simulator's usage is there, and left out of the sums
+
+
+# -- GenAI-convention spans --------------------------------------------------------------------
+
+
+START = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def span(number: int, parent: str | None, attributes: dict[str, Any]) -> SpanRecord:
+    at = START + timedelta(seconds=number)
+    return SpanRecord(trace_id="ab" * 16, span_id=f"{number:016x}", parent_span_id=parent,
+                      name=f"span {number}", start_time=at, end_time=at + timedelta(seconds=1),
+                      attributes={"gen_ai.conversation.id": "conv-1", **attributes})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("input_key", "output_key"),
+    [
+        ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+        ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),  # the older names
+    ],
+)
+def test_genai_usage_becomes_the_turns_tokens(input_key: str, output_key: str) -> None:
+    root = span(0, None, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "p"})
+    chats = [
+        span(
+            n,
+            root.span_id,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.provider.name": "openai",
+                input_key: prompt,
+                output_key: completion,
+            },
+        )  # fmt: skip
+        for n, (prompt, completion) in enumerate([(812, 64), (1000, 36)], start=1)
+    ]
+    table = build_table(rows_from_spans([root, *chats], source="otlp"))
+    scores = evaluate(table, names=["tokens", "cost"]).to_pylist()
+    tokens = next(r for r in scores if r["evaluator"] == "tokens")
+    details = json.loads(tokens["details"])
+    assert tokens["score"] == 812 + 64 + 1000 + 36
+    assert (details["tokens_prompt"], details["tokens_completion"]) == (1812, 100)
+    assert details["models"] == [{"model": "gpt-4o", "provider": "openai"}]
+    cost = next(r for r in scores if r["evaluator"] == "cost")
+    assert json.loads(cost["details"])["priced_calls"] == 2
+    expected = sum(
+        float(calc_price(Usage(input_tokens=p, output_tokens=c), "gpt-4o", provider_id="openai",
+                         genai_request_timestamp=START).total_price)
+        for p, c in [(812, 64), (1000, 36)]
+    )  # fmt: skip
+    assert cost["score"] == pytest.approx(expected, rel=1e-12)
