@@ -340,6 +340,8 @@ def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerd
     too_much = _above_max_ratio(name, rule.max_ratio, ratio)
     if too_much:
         failures.append(too_much)
+    if ratio is not None and not results:  # a measure without budgets: its ratio is the news
+        summary = f"no turn judged (no budget); {_ratio_text(name, ratio)}"
     return EvaluatorVerdict(
         evaluator=name, regressed=regressed, improved=improved,
         score_difference=difference, ratio=ratio, noise=noise, p_beyond_noise=beyond,
@@ -380,9 +382,13 @@ def _above_max_ratio(name: str, most: float | None, ratio: Interval | None) -> s
     """Why a measure failed its `max_ratio`, or None: its whole interval must lie above."""
     if most is None or ratio is None or ratio.n == 0 or not ratio.low > most:
         return None
+    return f"{_ratio_text(name, ratio)}, above the maximum {most:g}×"
+
+
+def _ratio_text(name: str, ratio: Interval) -> str:
     return (
         f"candidate / baseline {name} is {ratio.mean:.3g}× (95% CI {ratio.low:.3g}–"
-        f"{ratio.high:.3g}× over {ratio.n} cases), above the maximum {most:g}×"
+        f"{ratio.high:.3g}× over {ratio.n} cases)"
     )
 
 
