@@ -57,6 +57,7 @@ def add_commands(commands: Commands) -> None:
     _import(commands)
     _export(commands)
     _eval(commands)
+    _agreement(commands)
     _runs(commands)
     _record(commands)
     _dataset(commands)
@@ -188,6 +189,30 @@ def _eval(commands: Commands) -> None:
         help="the Ray cluster to score on (only with --engine ray; default: a local one)",
     )
     json_output(scoring, "the summary")
+
+
+def _agreement(commands: Commands) -> None:
+    agreeing = commands.add_parser(
+        "agreement", help="how far an evaluator's verdicts agree with labels (Cohen's kappa)"
+    )
+    agreeing.add_argument(
+        "scores",
+        metavar="SCORES",
+        help="the score table (`plangate eval -o` or a gate run's): a .parquet file or a folder",
+    )
+    agreeing.add_argument(
+        "labels",
+        metavar="LABELS",
+        help="a label file (.csv or .parquet: session_id, turn_index, label pass/fail, optional "
+        "trial) or a trace table, whose AGENT rows' reward is the source's own judgement",
+    )
+    agreeing.add_argument(
+        "--evaluator",
+        default="task_completion",
+        metavar="NAME",
+        help="the evaluator whose verdicts to compare (default task_completion)",
+    )
+    json_output(agreeing, "the agreement, every disagreeing turn included,")
 
 
 def _runs(commands: Commands) -> None:

@@ -43,6 +43,7 @@ HANDLERS = {
     "import": "plangate.ci.cli._eval:import_files",
     "export atif": "plangate.ci.cli._export:atif",
     "eval": "plangate.ci.cli._eval:score_table",
+    "agreement": "plangate.ci.cli._agreement:agreement",
     "runs": "plangate.ci.cli._runs:runs",
     "plan": "plangate.ci.cli._runs:plan",
     "resume": "plangate.ci.cli._runs:resume",
