@@ -34,8 +34,13 @@ types: $(STAMP)
 
 check: lint types
 
+# The Node.js example agent's turns fail to start now and then beside other tests on a second
+# worker (not understood yet): its tests run alone, after the rest.
+NODE_TESTS = tests/examples/test_node_agent.py
+
 test: check
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=$(NODE_TESTS)
+	$(BIN)/python -m pytest -q $(NODE_TESTS)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.bench
