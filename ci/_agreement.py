@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from plangate.ci.gate import check_bootstrap, resample_indices
 from plangate.harness import PlangateError
 
 Key = tuple[str, int, int | None]
@@ -222,17 +223,14 @@ def kappa_interval(
     """
     if len(evaluator) != len(label):
         raise ValueError(f"the raters must pair up, got {len(evaluator)} and {len(label)} verdicts")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples!r}")
+    check_bootstrap(confidence, resamples)
     n = len(evaluator)
     if n == 0:
         return KappaInterval(
             low=None, high=None, confidence=confidence, resamples=resamples,
             dropped=resamples, seed=seed,
         )  # fmt: skip
-    indices = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    indices = resample_indices(n, resamples, seed)
     kappas = _resampled_kappas(
         np.asarray(evaluator, dtype=bool)[indices], np.asarray(label, dtype=bool)[indices]
     )

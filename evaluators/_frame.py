@@ -8,6 +8,7 @@ turn order, as importers and the harness write them, is not copied at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -121,11 +122,18 @@ class TraceFrame:
         The table's column is encoded where it lies: only the codes are put in turn order.
         """
         if name not in self._codes:
+            if self.empty(name):
+                self._codes[name] = constant(-1, len(self), np.int64), pa.array([], pa.string())
+                return self._codes[name]
             encoded = self.table.column(name).combine_chunks().dictionary_encode()
             codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(), dtype=np.int64)
             ordered = codes if self.order is None else codes[self.order]
             self._codes[name] = ordered, encoded.dictionary
         return self._codes[name]
+
+    def empty(self, name: str) -> bool:
+        """Whether a column is null in every row (nothing to read: the fast paths skip it)."""
+        return bool(self.table.column(name).null_count == self.table.num_rows)
 
     def valid(self, name: str) -> npt.NDArray[np.bool_]:
         """Where a column is not null, in turn order."""
@@ -146,7 +154,9 @@ class TraceFrame:
         return np.asarray(self.values(name, positions).to_numpy(zero_copy_only=False), np.int64)
 
     def numbers(self, name: str, positions: Ints) -> npt.NDArray[np.float64]:
-        """A numeric column at some positions, as float64 with NaN for null."""
+        """A numeric column at some positions, as float64 with NaN for null (all null: not read)."""
+        if self.empty(name):
+            return constant(np.nan, len(positions))
         values = self.values(name, positions)
         return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
 
@@ -248,3 +258,8 @@ def _kind_codes(codes: Ints, kinds: pa.Array) -> npt.NDArray[np.int8]:
     """Each span's kind as an index into `KINDS` (-1 for another), from the column's codes."""
     known = np.array([KINDS.index(k) if k in KINDS else -1 for k in kinds.to_pylist()], np.int8)
     return known[codes] if len(known) else np.zeros(len(codes), dtype=np.int8)
+
+
+def constant(value: float, size: int, dtype: type = np.float64) -> npt.NDArray[Any]:
+    """`size` copies of `value`, read only: a view of one value, nothing is allocated."""
+    return np.broadcast_to(np.asarray(value, dtype=dtype), (size,))

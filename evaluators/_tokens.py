@@ -29,7 +29,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from plangate.evaluators._columns import Column, TurnScores
-from plangate.evaluators._frame import Spans, TraceFrame
+from plangate.evaluators._frame import Spans, TraceFrame, constant
 from plangate.evaluators._prices import PER_CALL, price_calls, price_rule
 from plangate.evaluators._registry import EvaluatorError, evaluator
 from plangate.evaluators._rubric import RubricSet
@@ -164,8 +164,8 @@ def _verdicts(measured: Floats, known: Bools, budget: Budget) -> tuple[Ints, Flo
 def _usage(frame: TraceFrame) -> Usage:
     """Each LLM span's counts, costs, model and provider, and each turn's sums."""
     turns, llms = len(frame.turns), frame.llms
-    prompt = _numbers(frame, TOKENS_PROMPT, llms.position)
-    completion = _numbers(frame, TOKENS_COMPLETION, llms.position)
+    prompt = frame.numbers(TOKENS_PROMPT, llms.position)
+    completion = frame.numbers(TOKENS_COMPLETION, llms.position)
     cached, recorded, provider = _attributes(frame, llms.position)
     calls = llms.counts(turns)
     prompt_sum = _turn_sums(prompt, llms.turn, calls)
@@ -183,35 +183,15 @@ def _usage(frame: TraceFrame) -> Usage:
         span_completion=completion,
         span_cached=cached,
         span_cost=recorded,
-        model=_codes(frame, MODEL_NAME, llms.position),
+        model=_codes_at(frame.codes(MODEL_NAME), llms.position),
         provider=provider,
     )
 
 
-def _numbers(frame: TraceFrame, name: str, positions: Ints) -> Floats:
-    """A numeric column at some positions as float64, NaN for null (none: no copy of it)."""
-    column = frame.table.column(name)
-    if column.null_count == len(column):
-        return _constant(np.nan, len(positions))
-    values = frame.column(name)
-    if values.null_count:
-        every = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
-        return every[positions]
-    return np.asarray(values.to_numpy()[positions], dtype=np.float64)
-
-
-def _codes(frame: TraceFrame, name: str, positions: Ints) -> Codes:
+def _codes_at(encoded: tuple[Ints, pa.Array], positions: Ints) -> Codes:
     """A text column's codes at some positions, and its distinct values (-1: null)."""
-    column = frame.table.column(name)
-    if column.null_count == len(column):
-        return _constant(-1, len(positions), np.int64), pa.array([], pa.string())
-    codes, names = frame.codes(name)
-    return codes[positions], names
-
-
-def _constant(value: float, size: int, dtype: type = np.float64) -> npt.NDArray[Any]:
-    """`size` copies of `value`, read only: a view of one value, nothing is allocated."""
-    return np.broadcast_to(np.asarray(value, dtype=dtype), (size,))
+    codes, distinct = encoded
+    return codes[positions], distinct
 
 
 def _turn_sums(values: Floats, turn: Ints, calls: Ints) -> Floats:
@@ -231,9 +211,9 @@ def _attributes(frame: TraceFrame, positions: Ints) -> tuple[Floats, Floats, Cod
 
     Each distinct `attributes` text is parsed once.
     """
-    if frame.table.column(ATTRIBUTES).null_count == frame.table.num_rows:
-        none = _constant(np.nan, len(positions))
-        return none, none, (_constant(-1, len(positions), np.int64), pa.array([], pa.string()))
+    if frame.empty(ATTRIBUTES):
+        none = constant(np.nan, len(positions))
+        return none, none, (constant(-1, len(positions), np.int64), pa.array([], pa.string()))
     encoded = frame.values(ATTRIBUTES, positions).dictionary_encode()
     index = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
     parsed = [_parse(text) for text in encoded.dictionary.to_pylist()]

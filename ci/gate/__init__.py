@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         write_reports,
     )
     from plangate.ci.gate._scores import Case
+    from plangate.ci.gate._stats import check_bootstrap, resample_indices
     from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict
 _HOME = {
     "EvaluatorRule": "plangate.ci.gate._gate_file",
@@ -61,6 +62,7 @@ _HOME = {
     "SpanProcessors": "plangate.ci.gate._replays",
     "VariantScore": "plangate.ci.gate._compare",
     "Verdict": "plangate.ci.gate._verdict",
+    "check_bootstrap": "plangate.ci.gate._stats",
     "compare": "plangate.ci.gate._compare",
     "gate_cases": "plangate.ci.gate._gate",
     "gate_with_reports": "plangate.ci.gate._outputs",
@@ -73,6 +75,7 @@ _HOME = {
     "verdict_json": "plangate.ci.gate._reports",
     "write_outputs": "plangate.ci.gate._outputs",
     "write_reports": "plangate.ci.gate._reports",
+    "resample_indices": "plangate.ci.gate._stats",
 }
 """Where each public name lives: everything loads on first use."""
 
@@ -96,6 +99,7 @@ __all__ = [
     "SpanProcessors",
     "VariantScore",
     "Verdict",
+    "check_bootstrap",
     "compare",
     "gate_cases",
     "gate_with_reports",
@@ -103,6 +107,7 @@ __all__ = [
     "junit",
     "load_gate",
     "markdown",
+    "resample_indices",
     "run_gate",
     "side_of",
     "verdict_json",

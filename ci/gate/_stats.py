@@ -136,14 +136,16 @@ def verdict_for_flips(b: int, c: int, *, alpha: float = 0.05, min_flips: int = 1
     return "no_change"
 
 
-def _check_bootstrap(confidence: float, resamples: int) -> None:
+def check_bootstrap(confidence: float, resamples: int) -> None:
+    """Raise ValueError unless `confidence` is in (0, 1) and `resamples` >= 1."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples!r}")
 
 
-def _resample_indices(n: int, resamples: int, seed: int) -> npt.NDArray[np.intp]:
+def resample_indices(n: int, resamples: int, seed: int) -> npt.NDArray[np.intp]:
+    """Every bootstrap resample at once: (resamples, n) indices drawn with replacement."""
     rng = np.random.default_rng(seed)
     return rng.integers(0, n, size=(resamples, n))
 
@@ -185,7 +187,7 @@ def paired_bootstrap(
     Raises:
         ValueError: If `confidence` is outside (0, 1) or `resamples` < 1.
     """
-    _check_bootstrap(confidence, resamples)
+    check_bootstrap(confidence, resamples)
     values = np.asarray(differences, dtype=np.float64)
     n = len(values)
     if n == 0:
@@ -193,7 +195,7 @@ def paired_bootstrap(
     point = float(values.mean())
     if n == 1:
         return Interval(low=point, high=point, mean=point, n=1)
-    means = values[_resample_indices(n, resamples, seed)].mean(axis=1)
+    means = values[resample_indices(n, resamples, seed)].mean(axis=1)
     return _percentiles(means, point, n, confidence)
 
 
@@ -230,7 +232,7 @@ def ratio_interval(
         raise ValueError(
             f"candidate and baseline must pair up, got {len(candidate)} and {len(baseline)} values"
         )
-    _check_bootstrap(confidence, resamples)
+    check_bootstrap(confidence, resamples)
     cand = np.asarray(candidate, dtype=np.float64)
     base = np.asarray(baseline, dtype=np.float64)
     keep = base > 0
@@ -241,7 +243,7 @@ def ratio_interval(
     point = float(cand.sum() / base.sum())
     if n == 1:
         return Interval(low=point, high=point, mean=point, n=1)
-    indices = _resample_indices(n, resamples, seed)
+    indices = resample_indices(n, resamples, seed)
     ratios = cand[indices].sum(axis=1) / base[indices].sum(axis=1)
     return _percentiles(ratios, point, n, confidence)
 

@@ -31,13 +31,27 @@ def agent(session: str = "s", turn: int = 0, **extra: Any) -> dict[str, Any]:
             "status_code": "OK", "source": "test", "start_time": START, **extra}  # fmt: skip
 
 
-def llm(number: int, session: str = "s", turn: int = 0, **extra: Any) -> dict[str, Any]:
-    attributes = extra.pop("attributes", None)
-    return {"session_id": session, "turn_index": turn, "trace_id": f"{session}-{turn}",
-            "span_id": f"{session}-{turn}-l{number}", "span_kind": "LLM", "name": "llm.call",
+def llm(
+    number: int,
+    prompt: int | None = None,
+    completion: int | None = None,
+    *,
+    model: str | None = None,
+    cost: float | None = None,
+    cached: int | None = None,
+    provider: str | None = None,
+    session: str = "s",
+    **attributes: Any,
+) -> dict[str, Any]:
+    """A model call's span; `cost`, `cached`, `provider` and `attributes` go in its attributes."""
+    named = {COST: cost, CACHED: cached, "llm.provider": provider}
+    attributes |= {key: value for key, value in named.items() if value is not None}
+    return {"session_id": session, "turn_index": 0, "trace_id": f"{session}-0",
+            "span_id": f"{session}-0-l{number}", "span_kind": "LLM", "name": "llm.call",
             "status_code": "OK", "source": "test", "iteration": number,
-            "start_time": START + timedelta(seconds=number),
-            "attributes": None if attributes is None else json.dumps(attributes), **extra}  # fmt: skip
+            "start_time": START + timedelta(seconds=number), "model_name": model,
+            "tokens_prompt": prompt, "tokens_completion": completion,
+            "attributes": json.dumps(attributes) if attributes else None}  # fmt: skip
 
 
 def scores(
@@ -68,14 +82,8 @@ def priced(
 def test_tokens_sum_the_turns_calls_with_cached_tokens_and_models() -> None:
     rows = [
         agent(),
-        llm(
-            1,
-            model_name="gpt-4o",
-            tokens_prompt=1200,
-            tokens_completion=80,
-            attributes={CACHED: 1000, "llm.provider": "openai"},
-        ),  # fmt: skip
-        llm(2, model_name="gpt-4o", tokens_prompt=300, tokens_completion=20),
+        llm(1, 1200, 80, model="gpt-4o", cached=1000, provider="openai"),
+        llm(2, 300, 20, model="gpt-4o"),
         llm(3),  # no counts: a call, but not a counted one
     ]
     row = scores(rows)["tokens"]
@@ -124,7 +132,7 @@ SUMS = "1,000 prompt + 100 completion = 1,100 tokens over 1 model call"
 def test_max_tokens_fails_a_turn_above_it(
     limit: int | None, outcome: str, label: str, explanation: str
 ) -> None:
-    rows = [agent(), llm(1, tokens_prompt=1000, tokens_completion=100)]
+    rows = [agent(), llm(1, 1000, 100)]
     row = scores(rows, budgets(max_tokens=limit))["tokens"]
     assert (row["outcome"], row["label"], row["score"]) == (outcome, label, 1100.0)
     assert row["explanation"] == explanation
@@ -132,8 +140,7 @@ def test_max_tokens_fails_a_turn_above_it(
 
 
 def test_a_turns_own_rubric_wins_over_the_default() -> None:
-    rows = [agent(), llm(1, tokens_prompt=100, tokens_completion=10),
-            agent("t"), llm(1, "t", tokens_prompt=100, tokens_completion=10)]  # fmt: skip
+    rows = [agent(), llm(1, 100, 10), agent("t"), llm(1, 100, 10, session="t")]
     rubrics = RubricSet(default=Rubric(max_tokens=50), turns={("t", 0): Rubric(max_tokens=500)})
     scored = evaluate(pa.Table.from_pylist(rows, schema=SCHEMA), rubrics, names=["tokens"])
     assert {r["session_id"]: r["outcome"] for r in scored.to_pylist()} == {"s": "fail", "t": "pass"}
@@ -145,20 +152,8 @@ def test_a_turns_own_rubric_wins_over_the_default() -> None:
 def test_a_recorded_cost_is_used_as_it_is() -> None:
     rows = [
         agent(),
-        llm(
-            1,
-            model_name="gpt-4o",
-            tokens_prompt=1000,
-            tokens_completion=100,
-            attributes={COST: 0.125},
-        ),  # fmt: skip
-        llm(
-            2,
-            model_name="no-such-model",
-            tokens_prompt=5,
-            tokens_completion=5,
-            attributes={COST: 0.25},
-        ),  # fmt: skip
+        llm(1, 1000, 100, model="gpt-4o", cost=0.125),
+        llm(2, 5, 5, model="no-such-model", cost=0.25),
     ]
     row = scores(rows)["cost"]
     assert row["score"] == 0.375
@@ -170,13 +165,7 @@ def test_a_recorded_cost_is_used_as_it_is() -> None:
 def test_the_agent_spans_recorded_cost_is_the_turns_cost() -> None:
     rows = [
         agent(attributes=json.dumps({"agent_cost": 0.0421})),
-        llm(
-            1,
-            model_name="gpt-4o",
-            tokens_prompt=1000,
-            tokens_completion=100,
-            attributes={COST: 99.0},
-        ),  # fmt: skip
+        llm(1, 1000, 100, model="gpt-4o", cost=99.0),
     ]
     row = scores(rows)["cost"]
     assert row["score"] == 0.0421
@@ -187,20 +176,8 @@ def test_the_agent_spans_recorded_cost_is_the_turns_cost() -> None:
 def test_a_cost_without_a_recorded_one_is_genai_prices_own() -> None:
     rows = [
         agent(),
-        llm(
-            1,
-            model_name="gpt-4o",
-            tokens_prompt=1200,
-            tokens_completion=80,
-            attributes={CACHED: 1000, "llm.provider": "openai"},
-        ),  # fmt: skip
-        llm(
-            2,
-            model_name="gpt-4o",
-            tokens_prompt=300,
-            tokens_completion=20,
-            attributes={"gen_ai.system": "openai"},
-        ),  # fmt: skip
+        llm(1, 1200, 80, model="gpt-4o", cached=1000, provider="openai"),
+        llm(2, 300, 20, model="gpt-4o", **{"gen_ai.system": "openai"}),
     ]
     row = scores(rows)["cost"]
     expected = priced("gpt-4o", "openai", 1200, 80, 1000) + priced("gpt-4o", "openai", 300, 20)
@@ -213,10 +190,8 @@ def test_a_cost_without_a_recorded_one_is_genai_prices_own() -> None:
 def test_recorded_and_priced_calls_add_up() -> None:
     rows = [
         agent(),
-        llm(
-            1, model_name="gpt-4o", tokens_prompt=1000, tokens_completion=10, attributes={COST: 1.0}
-        ),  # fmt: skip
-        llm(2, model_name="gpt-4o", tokens_prompt=1000, tokens_completion=10),
+        llm(1, 1000, 10, model="gpt-4o", cost=1.0),
+        llm(2, 1000, 10, model="gpt-4o"),
     ]
     row = scores(rows)["cost"]
     assert row["score"] == pytest.approx(1.0 + priced("gpt-4o", None, 1000, 10), rel=1e-12)
@@ -224,8 +199,7 @@ def test_recorded_and_priced_calls_add_up() -> None:
 
 
 def test_a_tiered_model_is_priced_per_call_at_the_calls_time() -> None:
-    rows = [agent(), llm(1, model_name="claude-sonnet-4-5", tokens_prompt=250_000,
-                         tokens_completion=1000)]  # fmt: skip
+    rows = [agent(), llm(1, 250_000, 1000, model="claude-sonnet-4-5")]
     moment = START + timedelta(seconds=1)
     usage = Usage(input_tokens=250_000, output_tokens=1000)
     expected = calc_price(usage, "claude-sonnet-4-5", genai_request_timestamp=moment)
@@ -247,12 +221,7 @@ def test_a_tiered_model_is_priced_per_call_at_the_calls_time() -> None:
 def test_a_call_that_cannot_be_priced_leaves_the_cost_unknown(
     model: str | None, provider: str | None, explanation: str
 ) -> None:
-    attributes = None if provider is None else {"llm.provider": provider}
-    rows = [
-        agent(),
-        llm(1, model_name="gpt-4o", tokens_prompt=10, tokens_completion=10),
-        llm(2, model_name=model, tokens_prompt=10, tokens_completion=10, attributes=attributes),
-    ]
+    rows = [agent(), llm(1, 10, 10, model="gpt-4o"), llm(2, 10, 10, model=model, provider=provider)]
     row = scores(rows, budgets(max_cost=1.0))["cost"]
     assert row["score"] is None
     assert (row["outcome"], row["label"], row["explanation"]) == ("n/a", "no price", explanation)
@@ -264,7 +233,7 @@ def test_a_call_that_cannot_be_priced_leaves_the_cost_unknown(
     [(0.1, "fail", "over budget"), (0.5, "pass", "within budget"), (None, "n/a", "no budget")],
 )
 def test_max_cost_fails_a_turn_above_it(limit: float | None, outcome: str, label: str) -> None:
-    rows = [agent(), llm(1, tokens_prompt=10, tokens_completion=10, attributes={COST: 0.25})]
+    rows = [agent(), llm(1, 10, 10, cost=0.25)]
     row = scores(rows, budgets(max_cost=limit))["cost"]
     assert (row["outcome"], row["label"], row["score"]) == (outcome, label, 0.25)
     assert row["details"]["max_cost"] == limit
