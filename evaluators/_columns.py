@@ -40,7 +40,7 @@ class TurnScores:
 def strings(values: Column, rows: int) -> pa.Array:
     """A column as an Arrow string array of `rows` values."""
     if isinstance(values, str):
-        return pa.array(np.full(rows, values, dtype=object), pa.string())
+        return pa.repeat(pa.scalar(values, pa.string()), rows)  # no Python object per row
     if isinstance(values, pa.Array | pa.ChunkedArray):
         if pa.types.is_string(values.type):
             return values

@@ -90,7 +90,8 @@ class TraceFrame:
         self.order, self.turn, turn_starts = _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
         `turn`: each position's turn number."""
-        kind = _kind_codes(*self.codes(SPAN_KIND))
+        kind = _kind_codes(table.column(SPAN_KIND))
+        kind = kind if self.order is None else kind[self.order]
         self.kind = kind
         """Each position's kind: an index into `KINDS`, -1 for another kind."""
         self.agents = Spans.at(np.flatnonzero(kind == 0), self.turn)
@@ -112,7 +113,7 @@ class TraceFrame:
     def column(self, name: str) -> pa.Array:
         """A whole column in turn order (taken once, then kept)."""
         if name not in self._columns:
-            column = self.table.column(name).combine_chunks()
+            column = _whole(self.table.column(name))
             self._columns[name] = column if self.order is None else column.take(self.order)
         return self._columns[name]
 
@@ -125,10 +126,9 @@ class TraceFrame:
             if self.empty(name):
                 self._codes[name] = constant(-1, len(self), np.int64), pa.array([], pa.string())
                 return self._codes[name]
-            encoded = self.table.column(name).combine_chunks().dictionary_encode()
-            codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(), dtype=np.int64)
+            codes, distinct = _encoded(_whole(self.table.column(name)))
             ordered = codes if self.order is None else codes[self.order]
-            self._codes[name] = ordered, encoded.dictionary
+            self._codes[name] = ordered, distinct
         return self._codes[name]
 
     def empty(self, name: str) -> bool:
@@ -137,8 +137,10 @@ class TraceFrame:
 
     def valid(self, name: str) -> npt.NDArray[np.bool_]:
         """Where a column is not null, in turn order."""
-        valid = self.table.column(name).is_valid()
-        known = np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)
+        column = self.table.column(name)
+        if column.null_count in (0, len(column)):  # all or none: nothing to read
+            return np.full(len(column), not column.null_count, dtype=bool)
+        known = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         return known if self.order is None else known[self.order]
 
     def values(self, name: str, positions: Ints) -> pa.Array:
@@ -216,14 +218,25 @@ def _turn_order(table: pa.Table) -> tuple[Ints | None, Ints, Ints]:
 
 
 def _turn_keys(table: pa.Table) -> Ints:
-    """Each row's turn as a number that sorts as (session id as a string, turn index)."""
-    sessions = table.column(SESSION_ID).combine_chunks().dictionary_encode()
-    rank = np.empty(len(sessions.dictionary), dtype=np.int64)
-    rank[np.asarray(pc.sort_indices(sessions.dictionary))] = np.arange(len(rank))
+    """Each row's turn as a number that sorts as (session id as a string, turn index).
+
+    Only the rows where the turn changes from the row before are hashed: a turn's rows
+    usually come together, so that is one row per turn, not per span.
+    """
+    sessions = _whole(table.column(SESSION_ID))
     turn_index = np.asarray(table.column(TURN_INDEX).to_numpy(), dtype=np.int64)
+    rows = len(turn_index)
+    head = np.ones(rows, dtype=bool)
+    head[1:] = turn_index[1:] != turn_index[:-1]
+    head[1:] |= np.asarray(pc.not_equal(sessions[1:], sessions[:-1]), dtype=bool)
+    heads = np.flatnonzero(head)
+    encoded = sessions.take(heads).dictionary_encode()
+    rank = np.empty(len(encoded.dictionary), dtype=np.int64)
+    rank[np.asarray(pc.sort_indices(encoded.dictionary))] = np.arange(len(rank))
     low = int(turn_index.min())
-    key = rank[np.asarray(sessions.indices)] * (int(turn_index.max()) - low + 1) + turn_index - low
-    return np.asarray(key, dtype=np.int64)
+    key = rank[np.asarray(encoded.indices)] * (int(turn_index.max()) - low + 1)
+    key += turn_index[heads] - low
+    return np.repeat(key, np.diff(np.append(heads, rows))).astype(np.int64, copy=False)
 
 
 def _timed_in_order(new: npt.NDArray[np.bool_], untimed: Ints, at: Ints) -> bool:
@@ -254,10 +267,38 @@ def _block_order(block_key: Ints, blocks: Ints, rows: int) -> Ints | None:
     return np.repeat(blocks[by_key] - moved_to, sizes) + np.arange(rows, dtype=np.int64)
 
 
-def _kind_codes(codes: Ints, kinds: pa.Array) -> npt.NDArray[np.int8]:
-    """Each span's kind as an index into `KINDS` (-1 for another), from the column's codes."""
-    known = np.array([KINDS.index(k) if k in KINDS else -1 for k in kinds.to_pylist()], np.int8)
-    return known[codes] if len(known) else np.zeros(len(codes), dtype=np.int8)
+def _kind_codes(kinds: pa.ChunkedArray) -> npt.NDArray[np.int8]:
+    """Each span's kind as an index into `KINDS` (-1 for another), in table order.
+
+    Looked up in the three kinds rather than encoded: the lookup hashes against a set of three.
+    """
+    if not len(kinds):
+        return np.zeros(0, dtype=np.int8)
+    found = pc.index_in(kinds, value_set=pa.array(KINDS, pa.string()))
+    return np.asarray(found.fill_null(-1).to_numpy(), dtype=np.int8)
+
+
+def _whole(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it lies, else the chunks copied together."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _encoded(column: pa.Array) -> tuple[Ints, pa.Array]:
+    """A column's codes into its distinct values (-1: null), and the distinct values.
+
+    Nulls are encoded as a value of their own, then taken out of the codes: cheaper than
+    filling the nulls of the codes Arrow would give them.
+    """
+    encoded = column.dictionary_encode(null_encoding="encode")
+    codes = np.asarray(encoded.indices, dtype=np.int64)
+    distinct = encoded.dictionary
+    if not column.null_count:
+        return codes, distinct
+    null = int(pc.index(pc.is_null(distinct), True).as_py())  # the one null value
+    shift = np.arange(len(distinct), dtype=np.int64)
+    shift[null] = -1
+    shift[null + 1 :] -= 1
+    return shift[codes], distinct.drop_null()
 
 
 def constant(value: float, size: int, dtype: type = np.float64) -> npt.NDArray[Any]:

@@ -1,21 +1,22 @@
 """`tool_call_loops`' verdicts, explanations and details for every turn.
 
-A plain turn (no call repeated back to back, no progress, no cycle) gets its text from a
-template over columns. The others (loops, cycles, progress, turns without calls) are written by
-Python, once for each distinct set of figures: the same figures always read the same.
+Python writes the text once for each distinct set of figures (the same figures always read the
+same) and the turns take theirs by index: the plain turns (no call repeated back to back, no
+progress, no cycle) share a handful of texts, so the cost grows with the loops, cycles and
+progress found, not with the turns.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from plangate.evaluators._columns import Column, TurnScores, json_text, overlay, text
+from plangate.evaluators._columns import TurnScores
 from plangate.evaluators._loops_stats import Bools, Ints, Keys, TurnStats, numpy_ints
 
 _LABELS = pa.array(["ok", "loop", "cycle", "no calls"], pa.string())
@@ -23,8 +24,17 @@ _FIGURES = (
     "calls", "longest", "loop_start", "loop_code", "loop_known", "identical", "progress",
     "progress_start", "progress_code", "changes", "redundant", "cycle", "cycle_start",
 )  # fmt: skip
-"""The figures a written turn's text reads (besides whether results were recorded, the time
-and the tokens)."""
+"""The figures a turn's text reads (besides whether results were recorded, the time and the
+tokens)."""
+_HIDDEN: dict[str, Callable[[TurnStats], Bools]] = {
+    "loop_start": lambda s: s.longest < 2,
+    "loop_code": lambda s: s.longest < 2,
+    "loop_known": lambda s: s.longest < 2,
+    "progress_start": lambda s: s.progress == 0,
+    "progress_code": lambda s: s.progress == 0,
+    "cycle_start": lambda s: s.cycle < 4,
+}
+"""Where a figure is not shown (`_turn_text` reads it only where it is)."""
 
 
 def scores(
@@ -40,14 +50,7 @@ def scores(
     cycled = stats.cycle > max_cycle_calls
     label = np.where(~some, 3, np.where(looped, 1, np.where(cycled, 2, 0)))
     share = 1.0 - np.divide(stats.redundant, stats.calls, where=some, out=np.zeros(len(some)))
-    explanation, details = _plain(stats, compare_results)
-    written = np.flatnonzero(
-        ~some | (stats.longest >= 2) | (stats.progress > 0) | (stats.cycle >= 4)
-    )
-    if len(written):
-        texts, objects = _written(stats, keys, written, compare_results)
-        explanation = overlay(explanation, written, texts)
-        details = overlay(details, written, objects)
+    explanation, details = _texts(stats, keys, compare_results)
     return TurnScores(
         passed=np.where(some, (~(looped | cycled)).astype(np.float64), np.nan),
         score=np.where(some, share, np.nan),
@@ -57,90 +60,39 @@ def scores(
     )
 
 
-def _plain(stats: TurnStats, compare_results: bool) -> tuple[pa.Array, pa.Array]:
-    """Explanations and details of turns whose calls were never repeated back to back.
+def _texts(stats: TurnStats, keys: Keys, compare_results: bool) -> tuple[pa.Array, pa.Array]:
+    """Explanations and details (JSON) of every turn, each distinct set of figures written once.
 
-    Figures that are the same for every turn are written into the templates.
+    Figures a turn's text does not show (where a run starts when no call was repeated, say)
+    are set to 0 first, so that the many plain turns share a handful of texts.
     """
-    rows = len(stats.calls)
-    parts: list[Column] = ["no call repeated back to back (", stats.calls, " calls)"]
-    if stats.redundant.any():
-        redundant = pa.array(stats.redundant, pa.int64(), mask=stats.redundant == 0)
-        repeats = text(
-            "; ",
-            redundant,
-            " of ",
-            stats.calls,
-            " calls repeat an earlier identical call",
-            rows=rows,
-        )
-        parts.append(pc.fill_null(repeats, ""))
-    results: Any = "not compared"
-    if compare_results:
-        results = _either(stats.recorded > 0, "compared", "not recorded")
-    fields: dict[str, Any] = {
-        "calls": _constant(stats.calls),
-        "longest_run": 1,
-        "loop_start": None,
-        "loop_call": None,
-        "results": results,
-        "identical_calls": 1,
-        "progress_calls": 0,
-        "progress_start": None,
-        "result_changes": 0,
-        "redundant": _constant(stats.redundant),
-        "cycle_calls": _constant(stats.cycle),
-        "seconds_wasted": _either(np.isnan(stats.seconds), None, 0.0),  # nothing repeated
-        "tokens_wasted": None,
-    }
-    details = json_text(
-        {
-            k: v if isinstance(v, pa.Array | np.ndarray) else json.dumps(v)
-            for k, v in fields.items()
-        },
-        rows,
-    )
-    return text(*parts, rows=rows), details
-
-
-def _constant(values: Ints) -> int | Ints:
-    """The one value of every row, where they are all equal; else the values."""
-    if len(values) and (values == values[0]).all():
-        return int(values[0])
-    return values
-
-
-def _either(where: Bools, yes: Any, no: Any) -> Any:
-    """`yes` where `where` holds, else `no`: one value where the rows agree, else JSON text."""
-    if where.all() or not where.any():
-        return yes if where.all() else no
-    return pc.if_else(pa.array(where), json.dumps(yes), json.dumps(no))
-
-
-def _written(
-    stats: TurnStats, keys: Keys, rows: Ints, compare_results: bool
-) -> tuple[list[str], list[str]]:
-    """Explanations and details (JSON) of the turns at `rows`, each distinct turn written once."""
-    figures = np.column_stack([getattr(stats, name)[rows] for name in _FIGURES])
+    figures = np.column_stack([_shown(stats, name) for name in _FIGURES])
     measured = np.column_stack(
-        [
-            stats.recorded[rows] > 0,
-            stats.seconds[rows].view(np.int64),
-            stats.tokens[rows].view(np.int64),
-        ]
+        [stats.recorded > 0, stats.seconds.view(np.int64), stats.tokens.view(np.int64)]
     )
     first, distinct = _distinct_rows(np.hstack([figures, measured]))
     turns = [dict(zip(_FIGURES, figures[row].tolist(), strict=True)) for row in first]
     for turn, row in zip(turns, first, strict=True):
         turn["recorded"] = bool(measured[row, 0])
-        turn["seconds"] = _number(stats.seconds[rows[row]])
-        turn["tokens"] = _number(stats.tokens[rows[row]])
+        turn["seconds"] = _number(stats.seconds[row])
+        turn["tokens"] = _number(stats.tokens[row])
     shown = {t["loop_code"] for t in turns if t["longest"] >= 2}
     shown |= {t["progress_code"] for t in turns if t["progress"]}
     codes = sorted(shown)
     texts = dict(zip(codes, keys.texts(np.asarray(codes, dtype=np.int64)), strict=True))
     written = [_turn_text(turn, texts, compare_results) for turn in turns]
-    return [written[d][0] for d in distinct], [written[d][1] for d in distinct]
+    index = pa.array(distinct)
+    explanations = pa.array([w[0] for w in written], pa.string()).take(index)
+    return explanations, pa.array([w[1] for w in written], pa.string()).take(index)
+
+
+def _shown(stats: TurnStats, name: str) -> Ints:
+    """A figure of every turn, 0 where the turn's text does not show it."""
+    values: Ints = getattr(stats, name)
+    hidden = _HIDDEN.get(name)
+    if hidden is None:
+        return values
+    return np.where(hidden(stats), 0, values)
 
 
 def _distinct_rows(matrix: Ints) -> tuple[Ints, Ints]:

@@ -67,6 +67,8 @@ class Evaluator:
 
 
 _EVALUATORS: dict[str, Evaluator] = {}
+_OUTCOMES = pa.array([PASS, FAIL, NOT_APPLICABLE, ERROR], pa.string())
+"""The outcomes, by the codes `_table` gives them."""
 
 
 def evaluator(name: str, version: int) -> Callable[[EvaluatorFunction], EvaluatorFunction]:
@@ -129,14 +131,13 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
     """The score table of one evaluator: its verdicts, the turn keys and ids, errors marked."""
     turns = len(frame.turns)
     passed = np.asarray(scores.passed, dtype=np.float64)
-    outcome = np.where(np.isnan(passed), NOT_APPLICABLE, np.where(passed > 0, PASS, FAIL))
-    outcome = outcome.astype(object)  # not a fixed-width string: "error" is longer than "n/a"
+    outcome = np.where(np.isnan(passed), 2, np.where(passed > 0, 0, 1))  # into _OUTCOMES
     score = np.asarray(scores.score, dtype=np.float64).copy()
     label = strings(scores.label, turns)
     explanation = strings(scores.explanation, turns)
     failed, messages = _failures(frame)
     if len(failed):
-        outcome[failed] = ERROR
+        outcome[failed] = 3
         passed[failed] = np.nan
         score[failed] = np.nan
         label = overlay(label, failed, [ERROR] * len(failed))
@@ -149,11 +150,11 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
     columns = {
         SESSION_ID: frame.turns.session_id,
         TURN_INDEX: pa.array(frame.turns.turn_index, pa.int32()),
-        EVALUATOR: pa.array(np.full(turns, spec.name, dtype=object), pa.string()),
+        EVALUATOR: strings(spec.name, turns),
         VERSION: pa.array(np.full(turns, spec.version, dtype=np.int32)),
         SCORE: pa.array(score, pa.float64(), mask=np.isnan(score)),
         PASSED: pa.array(passed > 0, pa.bool_(), mask=np.isnan(passed)),
-        OUTCOME: pa.array(outcome, pa.string()),
+        OUTCOME: _OUTCOMES.take(pa.array(outcome)),
         LABEL: label,
         EXPLANATION: explanation,
         DETAILS: scores.details,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -214,17 +215,41 @@ def validate_table(table: pa.Table, where: str = "trace table") -> None:
             row = table.column(name).to_pylist().index(None)
             raise TraceTableError(f"{where}: row {row}, column {name!r} is null; it is required")
     _check_values(table, SPAN_KIND, SPAN_KINDS, where)
-    _check_values(table, STATUS_CODE, STATUS_CODES, where)
+    _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=_changes(table, STATUS_CODE))
     _check_unique_spans(table, where)
 
 
-def _check_values(table: pa.Table, column: str, allowed: frozenset[str], where: str) -> None:
+def _changes(table: pa.Table, column: str) -> npt.NDArray[np.int64] | None:
+    """The rows whose value differs from the row before; None when there are many.
+
+    Worth it for a column whose value seldom changes (status codes). The first row of a bad
+    value is always one of them, so checking them finds it.
+    """
+    values = _one_chunk(table.column(column))
+    if len(values) < 2:
+        return None
+    change = np.ones(len(values), dtype=bool)
+    change[1:] = np.asarray(pc.not_equal(values[1:], values[:-1]), dtype=bool)
+    rows = np.flatnonzero(change)
+    return rows.astype(np.int64) if len(rows) <= len(values) // 4 else None
+
+
+def _check_values(
+    table: pa.Table,
+    column: str,
+    allowed: frozenset[str],
+    where: str,
+    rows: npt.NDArray[np.int64] | None = None,
+) -> None:
+    """Every value of `column` is `allowed` (looked at only at `rows`, when given)."""
     values = table.column(column)
     if len(values) == 0:
         return
-    ok = pc.is_in(values, value_set=pa.array(sorted(allowed)))
+    seen = values if rows is None else values.take(rows)
+    ok = pc.is_in(seen, value_set=pa.array(sorted(allowed)))
     if not pc.all(ok).as_py():
         index = pc.index(ok, False).as_py()
+        index = index if rows is None else int(rows[index])
         choices = ", ".join(sorted(allowed))
         raise TraceTableError(
             f"{where}: row {index}, column {column!r} is {values[index].as_py()!r}; "
@@ -233,7 +258,7 @@ def _check_values(table: pa.Table, column: str, allowed: frozenset[str], where: 
 
 
 def _check_unique_spans(table: pa.Table, where: str) -> None:
-    span_ids = table.column(SPAN_ID).combine_chunks()
+    span_ids = _one_chunk(table.column(SPAN_ID))
     if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
         return
     spans = span_ids.dictionary_encode()
@@ -253,6 +278,11 @@ def _check_unique_spans(table: pa.Table, where: str) -> None:
                 f"{where}: rows {seen[key]} and {index} have the same trace_id/span_id {key!r}"
             )
         seen[key] = index
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it lies, else the chunks copied together."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def write_table(table: pa.Table, path: str | Path) -> Path:

@@ -144,3 +144,42 @@ def test_a_span_listed_twice_is_refused_by_row(
         return
     with pytest.raises(TraceTableError, match=f"{clash} have the same trace_id/span_id 't1/s1'"):
         prepare(table)
+
+
+@pytest.mark.parametrize(
+    ("statuses", "bad"),
+    [
+        (["OK"] * 40, None),
+        (["OK"] * 23 + ["BAD"] + ["OK"] * 16, 23),  # few changes: only they are looked at
+        (["OK", "ERROR"] * 19 + ["BAD", "BAD"], 38),  # many: every row is
+        (["OK"] * 30 + ["ERROR", "BAD", "BAD"] + ["OK"] * 7, 31),
+    ],
+)
+def test_a_bad_status_is_refused_at_its_first_row(statuses: list[str], bad: int | None) -> None:
+    rows = [
+        {"session_id": "s", "turn_index": 0, "trace_id": "t", "span_id": f"s{i}", "span_kind": "TOOL",
+         "name": "tool.x", "status_code": status, "source": "test"}
+        for i, status in enumerate(statuses)
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    if bad is None:
+        assert len(prepare(table).tools) == len(statuses)
+        return
+    with pytest.raises(TraceTableError, match=f"row {bad}, column 'status_code' is 'BAD'"):
+        prepare(table)
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_codes_give_nulls_minus_one_and_keep_first_seen_order(chunks: int) -> None:
+    names = [None, "b", "a", None, "b", "c", None]
+    rows = [
+        {"session_id": "s", "turn_index": 0, "trace_id": "t", "span_id": f"s{i}", "span_kind": "TOOL",
+         "name": "tool.x", "status_code": "OK", "source": "test", "tool_name": name}
+        for i, name in enumerate(names)
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    size = -(-len(rows) // chunks)
+    table = pa.concat_tables([table.slice(i, size) for i in range(0, len(rows), size)])
+    codes, distinct = prepare(table).codes("tool_name")
+    assert distinct.to_pylist() == ["b", "a", "c"]
+    assert codes.tolist() == [-1, 0, 1, -1, 0, 2, -1]
