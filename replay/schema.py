@@ -86,9 +86,10 @@ STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
 STOP_REASONS = HARNESS_STOP_REASONS
 """The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
-ERROR_STOP_REASONS = HARNESS_ERROR_STOP_REASONS
+ERROR_STOP_REASONS: frozenset[str] = HARNESS_ERROR_STOP_REASONS | {"not_run"}
 """Stop reasons that are infrastructure failures (the model endpoint kept failing, the tools'
-source failed), not something the agent did: the turn is an error, neither a pass nor a fail."""
+source failed), not something the agent did, and `not_run`: a replay that never started the
+turn (its run's budget was reached first). Such a turn is an error, neither a pass nor a fail."""
 PLAN_TOOLS = HARNESS_PLAN_TOOLS
 """The `tool_name`s of plan bookkeeping: the todo and the dependency dialects' tools."""
 CONTROL_TOOLS = frozenset({FINISH})

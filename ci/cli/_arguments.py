@@ -21,6 +21,7 @@ from plangate.ci.cli._options import (
     force,
     json_output,
     redact,
+    run_budget,
     session_filter,
     store_option,
     talk_to_phoenix,
@@ -329,6 +330,7 @@ def _replay(commands: Commands) -> None:
     replaying.add_argument(
         "--jobs", type=at_least_one, default=4, help="turns replayed at once (default 4)"
     )
+    run_budget(replaying)
     export_to_phoenix(replaying)
 
 
@@ -343,6 +345,7 @@ def _gate(commands: Commands) -> None:
         "--repeats", type=at_least_one, help="instead of the gate file's gate.repeats (>= 1)"
     )
     endpoint(gate)
+    run_budget(gate, gate=True)
     export_to_phoenix(gate)
 
 

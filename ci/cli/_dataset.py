@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from plangate.ci._budget import NOT_RUN, RunBudget, check_priceable, not_run_table
 from plangate.ci._rubrics import dataset_problems
 from plangate.ci._turns import select_turns
 from plangate.ci.cli._agents import (
@@ -128,7 +129,10 @@ def _written(target: Path, dataset: GoldenDataset) -> str:
 
 
 def replay(args: argparse.Namespace) -> int:
-    """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored."""
+    """`plangate replay DATASET [...]`: 0 all identical, 1 some diverged or errored.
+
+    With a budget (`--budget-tokens`, `--budget-usd`), 2 when it left turns not run.
+    """
     if args.model not in CASSETTE_MODELS and ":" not in args.model:
         raise PlangateError(
             f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"
@@ -140,16 +144,24 @@ def replay(args: argparse.Namespace) -> int:
     given = agent_from_args(args)
     if given is not None and args.variant:
         raise PlangateError("give --variant (plangate's agent) or --agent (yours), not both")
+    budget = _budget(args)
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
     agents = session_agents(dataset, pairs, given)
     show = sys.stderr.isatty() and not args.json
     began = time.perf_counter()
     with exporting(args) as export:
-        results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents))
+        results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents, budget))
     rate = len(results) / max(time.perf_counter() - began, 1e-9)
     if args.output:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
+    return _report(results, args, budget, rate)
+
+
+def _report(
+    results: list[ReplayResult], args: argparse.Namespace, budget: RunBudget, rate: float
+) -> int:
+    """Print each turn's outcome and the summary; the exit code."""
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
     else:
@@ -158,7 +170,26 @@ def replay(args: argparse.Namespace) -> int:
     same = sum(r.divergence is None and r.error is None for r in results)
     if not args.json:
         print(f"{same} of {len(results)} turns identical ({rate:,.1f} turns/s)")
+    if budget.limited:  # on stderr with --json: the JSON stays one document
+        stopped = f"; not run: {budget.reason()}" if budget.not_run else ""
+        print(
+            f"run budget: {budget.use().line}{stopped}",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+    if budget.not_run:
+        return 2
     return 0 if same == len(results) else 1
+
+
+def _budget(args: argparse.Namespace) -> RunBudget:
+    """The replay's budget from its flags (unlimited without), checked before any turn runs."""
+    if args.price_as is not None and args.budget_usd is None:
+        raise PlangateError("--price-as prices model calls for --budget-usd; give --budget-usd")
+    budget = RunBudget(
+        max_tokens=args.budget_tokens, max_usd=args.budget_usd, price_as=args.price_as
+    )
+    check_priceable(budget, args.model)
+    return budget
 
 
 async def _replay_all(
@@ -168,6 +199,7 @@ async def _replay_all(
     show: bool,
     export: PhoenixExport | None = None,
     agents: dict[str, AgentSpec] | None = None,
+    budget: RunBudget | None = None,
 ) -> list[ReplayResult]:
     gate = asyncio.Semaphore(args.jobs)
     unique = {a.label: a for a in (agents or {}).values()}
@@ -191,9 +223,14 @@ async def _replay_all(
                 else ReferenceAgent(args.variant, span_processor=processor)
             )
             async with gate:
-                result = await replay_turn(
-                    dataset, session, turn, agent=agent, model=args.model, tools=args.tools
-                )
+                if budget is not None and budget.reached():  # asked once a turn may start
+                    result = _not_run(dataset, session, turn, args.model, label, budget.skip())
+                else:
+                    result = await replay_turn(
+                        dataset, session, turn, agent=agent, model=args.model, tools=args.tools
+                    )
+                    if budget is not None:
+                        budget.spend(result.table)
             if given is not None and processor is not None and result.table is not None:
                 for span in spans_from_table(result.table):  # a team's agent's, after its turn
                     processor.on_end(span)
@@ -210,9 +247,25 @@ async def _replay_all(
                 await driver.aclose()
 
 
+def _not_run(
+    dataset: GoldenDataset, session: str, turn: int, model: str, label: str | None, reason: str
+) -> ReplayResult:
+    """A turn the budget left unstarted: its recorded steps, none replayed, `not_run`."""
+    variant = label or dataset.session(session).get("variant") or ""
+    return ReplayResult(
+        session_id=session, turn_index=turn, variant=variant, model=model,
+        recorded=json.loads(dataset.turn(session, turn)["steps"]), replayed=[], divergence=None,
+        table=not_run_table(session, turn, reason, variant), stop_reason=NOT_RUN,
+        error=f"not run: {reason}",
+    )  # fmt: skip
+
+
 def print_result(result: ReplayResult) -> None:
     """One turn's outcome; a divergence with the steps around it side by side."""
     where = f"{result.session_id} turn {result.turn_index}"
+    if result.stop_reason == NOT_RUN:
+        print(f"{where}: not run (budget)")
+        return
     if result.error is not None:
         print(f"{where}: error: {result.error}")
         return

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from rich.console import Console
 from rich.table import Table
 
+from plangate.ci._budget import BudgetLimits
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._flags import endpoint_flags
 from plangate.ci.cli._printing import short
@@ -49,6 +50,9 @@ def gate(args: argparse.Namespace) -> int:
             repeats=args.repeats,
             span_processors=replays_to(export),
             endpoint=endpoint_flags(args),
+            budget=BudgetLimits(
+                max_tokens=args.budget_tokens, max_usd=args.budget_usd, price_as=args.price_as
+            ),
         )
     if export is not None:
         # The scores as annotations, and each case's Phoenix link into the reports.
@@ -142,6 +146,8 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     console.print(f"plangate gate: {word}", highlight=False)
     if verdict.undecided is not None:
         console.print(f"  {verdict.undecided}", highlight=False, markup=False)
+    if verdict.budget is not None:
+        console.print(f"  run budget: {verdict.budget.line}", highlight=False, markup=False)
     for warning in verdict.warnings[:5]:
         console.print(f"  warning: {warning}", highlight=False, markup=False)
     noise = ", noise floor: baseline against itself" if verdict.noise_floor else ""

@@ -6,8 +6,9 @@ Imports nothing heavy (see `_arguments`).
 from __future__ import annotations
 
 import argparse
+import math
 
-from plangate.ci.cli._flags import endpoint
+from plangate.ci.cli._flags import at_least_one, endpoint
 from plangate.ci.phoenix.names import (
     DEFAULT_PROJECT,
     DEFAULT_URL,
@@ -224,3 +225,42 @@ def tool_source(parser: argparse.ArgumentParser, *, default: str | None = "casse
         help="where tool results come from"
         + ("" if default is not None else " (default: the gate's)"),
     )
+
+
+# -- the run's budget (`gate`, `replay`) ------------------------------------------------------
+
+
+def run_budget(parser: argparse.ArgumentParser, *, gate: bool = False) -> None:
+    """`--budget-tokens`, `--budget-usd` and `--price-as`: what a run's turns may spend."""
+    where = "; wins over the gate file's gate.budget_tokens" if gate else ""
+    parser.add_argument(
+        "--budget-tokens",
+        type=at_least_one,
+        metavar="N",
+        help="stop starting turns once the finished ones used N tokens (what their spans "
+        f"record); the rest are reported as not run, exit 2{where}",
+    )
+    parser.add_argument(
+        "--budget-usd",
+        type=_dollars,
+        metavar="DOLLARS",
+        help="stop starting turns once the finished ones cost this many US dollars (priced "
+        "with genai-prices); the rest are reported as not run, exit 2",
+    )
+    parser.add_argument(
+        "--price-as",
+        metavar="MODEL",
+        help="for --budget-usd: price every model call as this model (e.g. gpt-4o-mini): for "
+        "sim: models, or a model genai-prices does not know",
+    )
+
+
+def _dollars(text: str) -> float:
+    """An argparse type: a number of US dollars > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a number of US dollars > 0, not {text!r}")
+    return value

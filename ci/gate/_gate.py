@@ -22,6 +22,9 @@ ended in an infrastructure error is left out, and a case is compared only when b
 judged repeat. The gate cannot decide (exit 2) when a side has more errored turns than
 `gate.max_errors` (default 0: a dead model endpoint is never a verdict), or when an evaluator has
 no applicable case on a side (unless `allow_not_applicable`); its reports still say why.
+With a budget (`gate.budget_tokens`, `gate.budget_usd`, or the command's flags), one budget
+covers both sides and every repeat: once the finished turns have spent it, the turns left are not
+run, and the gate cannot decide (a verdict needs every turn); the finished turns' scores are kept.
 Exit codes: 0 pass, 1 regression, 2 unusable input or cannot decide.
 """
 
@@ -32,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from plangate.ci._budget import NOT_RUN, RunBudget, check_priceable
 from plangate.ci._rubrics import turn_rubrics
 from plangate.ci.gate._gate_file import GateFile, GateFileError, Side
 from plangate.ci.gate._replays import SpanProcessors, replay_scores
@@ -86,6 +90,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     names = list(gate.evaluators)
     k = gate.repeats
     baseline_repeats = 2 * k if gate.noise_floor else k
+    budget = _budget(gate)
     side_scores = {}
     warnings: list[str] = []
     for name, side, repeats in (
@@ -97,7 +102,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         else:
             side_scores[name] = await replay_scores(
                 gate, side, datasets, cases, names, rubrics, repeats=repeats,
-                span_processors=span_processors, label=name, warnings=warnings,
+                span_processors=span_processors, label=name, warnings=warnings, budget=budget,
             )  # fmt: skip
     baseline = runs_from_scores(side_scores["baseline"], cases, names)
     candidate = runs_from_scores(side_scores["candidate"], cases, names)
@@ -107,7 +112,11 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     results = _compare(gate, baseline, candidate, noise, cases, names)
     verdicts = [_decide(gate, name, [r for r in results if r.evaluator == name]) for name in names]
     errors = tuple(e for side, table in side_scores.items() for e in turn_errors(side, table))
-    undecided = _undecided(gate, errors, results)
+    if budget is not None and budget.not_run:  # the budget first: it is why the rest is missing
+        ran = [e for e in errors if not _not_run(e)]
+        undecided: str | None = "; ".join([_over_budget(budget), *_error_reasons(gate, ran)])
+    else:
+        undecided = _undecided(gate, errors, results)
     return Verdict(
         passed=undecided is None and not any(v.failed for v in verdicts),
         undecided=undecided,
@@ -121,7 +130,34 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
         candidate=gate.candidate.label,
         noise_floor=gate.noise_floor,
         scores=side_scores,
+        budget=budget.use() if budget is not None else None,
     )
+
+
+def _budget(gate: GateFile) -> RunBudget | None:
+    """The run's budget (None without one), checked before anything runs."""
+    budget = RunBudget.of(gate.budget)
+    if not budget.limited:
+        return None
+    for name, side in (("baseline", gate.baseline), ("candidate", gate.candidate)):
+        if side.scores is None:
+            check_priceable(budget, side.model, f"{gate.path}: {name}.model")
+    return budget
+
+
+def _over_budget(budget: RunBudget) -> str:
+    """Why a gate whose budget stopped it cannot decide."""
+    total = budget.not_run + budget.finished
+    return (
+        f"{budget.reason()}: {budget.not_run} of {total} turns not run, and a verdict needs "
+        "every turn; raise the budget (--budget-tokens, --budget-usd) or select fewer cases "
+        "(the finished turns' scores are kept)"
+    )
+
+
+def _not_run(error: TurnError) -> bool:
+    """A turn the budget did not run (its message names the `not_run` stop reason)."""
+    return f"({NOT_RUN}: " in error.message
 
 
 def turn_errors(side: str, scores: pa.Table) -> list[TurnError]:
@@ -142,16 +178,7 @@ def _undecided(
     gate: GateFile, errors: Sequence[TurnError], results: Sequence[CaseResult]
 ) -> str | None:
     """Why the evidence cannot give a verdict, or None when it can."""
-    reasons = []
-    for side in ("baseline", "candidate"):
-        mine = [e for e in errors if e.side == side]
-        if len(mine) > gate.max_errors:
-            first = mine[0]
-            reasons.append(
-                f"the {side} has {len(mine)} errored turn(s), more than gate.max_errors = "
-                f"{gate.max_errors}; first: session {first.session_id!r} turn "
-                f"{first.turn_index} (repeat {first.trial}): {first.message}"
-            )
+    reasons = _error_reasons(gate, errors)
     if reasons:  # with the model down, every evaluator is empty too: say the cause only
         return "; ".join(reasons)
     for name, rule in gate.evaluators.items():
@@ -172,6 +199,21 @@ def _undecided(
                 "true in the gate file"
             )
     return "; ".join(reasons) or None
+
+
+def _error_reasons(gate: GateFile, errors: Sequence[TurnError]) -> list[str]:
+    """Per side with more errored turns than `gate.max_errors`: why that is no verdict."""
+    reasons = []
+    for side in ("baseline", "candidate"):
+        mine = [e for e in errors if e.side == side]
+        if len(mine) > gate.max_errors:
+            first = mine[0]
+            reasons.append(
+                f"the {side} has {len(mine)} errored turn(s), more than gate.max_errors = "
+                f"{gate.max_errors}; first: session {first.session_id!r} turn "
+                f"{first.turn_index} (repeat {first.trial}): {first.message}"
+            )
+    return reasons
 
 
 def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:

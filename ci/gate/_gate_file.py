@@ -12,6 +12,11 @@
     model_deadline = 300        # the most one model call may take, retries included
                                 # (these three: the command's flags win, then this file,
                                 # then PLANGATE_MODEL_TIMEOUT/_RETRIES/_DEADLINE)
+    budget_tokens = 2_000_000   # the run's budget over both sides and every repeat: once the
+    budget_usd = 5.0            # finished turns used this many tokens or dollars, the rest are
+                                # not run and the gate cannot decide (the flags win)
+    price_as = "gpt-4o-mini"    # price every model call as this model (a dollar budget on
+                                # sim: models, or on a model genai-prices does not know)
 
     [[datasets]]
     path = "datasets/observability-core"
@@ -60,6 +65,7 @@ from math import inf
 from pathlib import Path
 from typing import Any
 
+from plangate.ci._budget import BudgetLimits
 from plangate.ci.gate._verdict import MEASURES
 from plangate.evaluators import evaluators as registered
 from plangate.harness import EndpointSettings, PlangateError, load_variant, read_text
@@ -77,8 +83,10 @@ ENDPOINT_KEYS = {
     "model_deadline": "deadline",
 }
 """The `[gate]` keys of an `openai:` model's patience, and their `EndpointSettings` fields."""
+BUDGET_KEYS = frozenset({"budget_tokens", "budget_usd", "price_as"})
+"""The `[gate]` keys of the run's budget (`--budget-tokens`, `--budget-usd`, `--price-as`)."""
 GATE_KEYS = frozenset(
-    {"repeats", "seed", "alpha", "jobs", "noise_floor", "max_errors", *ENDPOINT_KEYS}
+    {"repeats", "seed", "alpha", "jobs", "noise_floor", "max_errors", *ENDPOINT_KEYS, *BUDGET_KEYS}
 )
 
 DEFAULT_GATE = Path(__file__).resolve().parent.parent / "gate.toml"
@@ -158,6 +166,8 @@ class GateFile:
     """Errored turns (infrastructure failures) a side may have; beyond, the gate cannot decide."""
     endpoint: EndpointSettings = field(default_factory=EndpointSettings)
     """An `openai:` model's timeout, retries and deadline (unset: from the environment)."""
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
+    """The run's budget, over both sides and every repeat (unset: no limit)."""
 
 
 def load_gate(path: str | Path) -> GateFile:
@@ -196,6 +206,7 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         noise_floor=noise_floor,
         max_errors=_int(settings, "max_errors", 0, 0, source),
         endpoint=_endpoint(settings, source),
+        budget=_budget(settings, source),
     )
 
 
@@ -303,6 +314,26 @@ def _endpoint(settings: dict[str, Any], source: Path) -> EndpointSettings:
                 f"{source}: gate.{key} must be a number of seconds > 0, not {value!r}"
             )
     return EndpointSettings(**chosen)  # type: ignore[arg-type]
+
+
+def _budget(settings: dict[str, Any], source: Path) -> BudgetLimits:
+    """`budget_tokens` (a whole number >= 1), `budget_usd` (> 0) and `price_as` (a name)."""
+    chosen: dict[str, Any] = {}
+    if "budget_tokens" in settings:
+        chosen["max_tokens"] = _int(settings, "budget_tokens", 0, 1, source)
+    usd = settings.get("budget_usd")
+    if usd is not None:
+        if isinstance(usd, bool) or not isinstance(usd, int | float) or not 0 < usd < inf:
+            raise GateFileError(
+                f"{source}: gate.budget_usd must be a number of US dollars > 0, not {usd!r}"
+            )
+        chosen["max_usd"] = float(usd)
+    name = settings.get("price_as")
+    if name is not None:
+        if not isinstance(name, str) or not name.strip():
+            raise GateFileError(f"{source}: gate.price_as must be a model name, not {name!r}")
+        chosen["price_as"] = name
+    return BudgetLimits(**chosen)
 
 
 def _model(side: dict[str, Any], name: str, source: Path) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+from plangate.ci._budget import BudgetLimits
 from plangate.ci.gate._gate import run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._replays import SpanProcessors
@@ -26,6 +27,7 @@ def gate_with_reports(
     repeats: int | None = None,
     span_processors: SpanProcessors | None = None,
     endpoint: EndpointSettings | None = None,
+    budget: BudgetLimits | None = None,
 ) -> tuple[Verdict, dict[str, Path]]:
     """Run a gate file; write its reports and both sides' score tables into `output`.
 
@@ -36,6 +38,8 @@ def gate_with_reports(
         span_processors: Where else replayed spans go (see `run_gate`).
         endpoint: An `openai:` model's settings that win over the gate file's (a command's
             flags); what neither sets comes from the environment.
+        budget: The run's budget; each limit it sets wins over the gate file's (a command's
+            flags).
     """
     gate = load_gate(gate_file)
     if repeats is not None:
@@ -44,5 +48,7 @@ def gate_with_reports(
         gate = dataclasses.replace(gate, repeats=repeats)
     if endpoint is not None:
         gate = dataclasses.replace(gate, endpoint=endpoint.over(gate.endpoint))
+    if budget is not None:
+        gate = dataclasses.replace(gate, budget=budget.over(gate.budget))
     verdict = asyncio.run(run_gate(gate, span_processors=span_processors))
     return verdict, write_outputs(verdict, output)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from opentelemetry.sdk.trace import SpanProcessor
 
+from plangate.ci._budget import RunBudget, not_run_table
 from plangate.ci.gate._gate_file import GateFile, Side
 from plangate.ci.gate._scores import Case, with_agent_spans
 from plangate.evaluators import SCORE_SCHEMA, RubricSet, evaluate
@@ -60,12 +61,15 @@ async def replay_scores(
     span_processors: SpanProcessors | None = None,
     label: str = "side",
     warnings: list[str] | None = None,
+    budget: RunBudget | None = None,
 ) -> pa.Table:
     """Replay every case `repeats` times with one side; the scores, `trial` = repeat.
 
     With `span_processors`, each replayed repeat's spans go there too, each repeat a run of its
     own: `LABEL-rN`, and the baseline's noise-floor repeats `noise-rN`. Turns a model's token
-    limit cut short are added to `warnings`.
+    limit cut short are added to `warnings`. With a `budget`, each finished turn's spend is
+    added to it, and a turn that would start once it is reached is not run (its scores are
+    errors that name the budget).
     """
     limit = asyncio.Semaphore(gate.jobs)
     params = {name: rule.params for name, rule in gate.evaluators.items() if rule.params}
@@ -84,10 +88,14 @@ async def replay_scores(
         extra = span_processors(run) if span_processors is not None else None
         agent = driver or ReferenceAgent(side.variant, span_processor=extra)
         async with limit:
+            if budget is not None and budget.reached():  # asked once a turn may start
+                return not_run_table(session_id, turn_index, budget.skip(), side.label)
             result = await replay_turn(
                 datasets[name], session_id, turn_index, agent=agent, model=side.model,
                 tools=side.tools, seed=seed, endpoint=gate.endpoint,  # type: ignore[arg-type]
             )  # fmt: skip
+            if budget is not None:
+                budget.spend(result.table)
         assert result.table is not None
         if driver is not None and extra is not None:  # a team's agent's spans, sent after
             for span in spans_from_table(result.table):

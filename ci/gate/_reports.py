@@ -10,6 +10,7 @@ judge are counted (n/a), and in JUnit they are skipped with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
         "exit_code": verdict.exit_code,
         "undecided": verdict.undecided,
         "warnings": list(verdict.warnings),
+        "budget": _budget(verdict),
         "errors": [
             {
                 "side": e.side,
@@ -111,6 +113,13 @@ def verdict_json(verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def _budget(verdict: Verdict) -> dict[str, Any] | None:
+    """The run's budget and spend, with its line (None: the gate had no budget)."""
+    if verdict.budget is None:
+        return None
+    return {**dataclasses.asdict(verdict.budget), "summary": verdict.budget.line}
+
+
 def _noise(noise: NoiseFloor | None) -> dict[str, Any] | None:
     if noise is None:
         return None
@@ -146,6 +155,8 @@ def markdown(verdict: Verdict) -> str:
     ]
     if verdict.undecided is not None:
         lines += [f"**No verdict**: {verdict.undecided}", ""]
+    if verdict.budget is not None:
+        lines += [f"**Run budget**: {verdict.budget.line}", ""]
     lines += [
         "| evaluator | verdict | regressed | improved | flaky | n/a | noise floor | pass^k "
         "baseline → candidate | p | Δ score (95% CI) |",

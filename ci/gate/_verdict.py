@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from plangate.ci._budget import BudgetUse
 from plangate.ci.gate._stats import Interval
 
 
@@ -189,6 +190,8 @@ class Verdict:
     """Every errored turn of either side."""
     warnings: tuple[str, ...] = ()
     """What a reader should know that is not a failure (answers cut at a token limit)."""
+    budget: BudgetUse | None = None
+    """The run's budget and what the run spent (None: the gate had no budget)."""
 
     @property
     def exit_code(self) -> int:

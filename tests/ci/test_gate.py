@@ -130,7 +130,7 @@ def test_min_pass_rate_fails_the_gate_without_a_regression(tmp_path: Path) -> No
     [
         (
             "[gate]\nrepeat = 2\n",
-            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, model_deadline, model_retries, model_timeout, noise_floor, repeats, seed",
+            "unknown key 'gate.repeat'; allowed: alpha, budget_tokens, budget_usd, jobs, max_errors, model_deadline, model_retries, model_timeout, noise_floor, price_as, repeats, seed",
         ),
         (
             "[gate]\nalpha = 2\n[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n",
