@@ -145,7 +145,7 @@ def test_k_selects_by_session_and_evaluator_and_the_verdict_is_the_full_gates(
         (
             REGRESSING.replace("repeats = 2", "repeat = 2"),
             (),
-            "unknown key 'gate.repeat'; allowed: alpha, jobs, max_errors, model_deadline, model_retries, model_timeout, noise_floor, repeats, seed",
+            "unknown key 'gate.repeat'; allowed: alpha, budget_tokens, budget_usd, jobs, max_errors, model_deadline, model_retries, model_timeout, noise_floor, price_as, repeats, seed",
         ),
         (REGRESSING, ("--plangate-repeats", "0"), "--plangate-repeats must be 1 or more, not 0"),
     ],
