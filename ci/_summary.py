@@ -12,6 +12,7 @@ whatever the batches and their order; `summarize` is the builder fed one table.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 
 from plangate.evaluators import outcome_repeats, task_outcomes
 from plangate.evaluators.scores import (
+    DETAILS,
     ERROR,
     EVALUATOR,
     EXPLANATION,
@@ -39,6 +41,10 @@ from plangate.evaluators.scores import (
 from plangate.replay.schema import SESSION_ID, TASK_ID, TURN_INDEX
 
 MAX_FAILURES = 20
+JUDGE = "judge"
+"""The LLM judge: its agreement with itself is summed up apart."""
+UNSTABLE = "unstable"
+"""The judge's label for a turn whose verdict flipped across its samples."""
 """Failing turns listed in the summary (all are in the scores table)."""
 COMPLETION = "task_completion"
 """The evaluator whose tries make pass@k and pass^k."""
@@ -50,6 +56,7 @@ FAILURE_COLUMNS = [SESSION_ID, TURN_INDEX, EVALUATOR, LABEL, EXPLANATION]
 FAILURE_ORDER = (EVALUATOR, SESSION_ID, TURN_INDEX)
 """Which failures are listed: the first in this order."""
 ERROR_COLUMNS = [SESSION_ID, TURN_INDEX, EVALUATOR, EXPLANATION]
+_JUDGE_COLUMNS = [SESSION_ID, TURN_INDEX, LABEL, EXPLANATION, DETAILS]
 TASK_COLUMNS = [EVALUATOR, OUTCOME, TASK_ID, SESSION_ID, TURN_INDEX]
 """What `task_outcomes` reads."""
 _COMPACT = 64
@@ -114,6 +121,7 @@ class SummaryBuilder:
         self._errors_total = 0
         self._tasks: list[pd.DataFrame] = []
         self._completion = False
+        self._judge = _JudgeTally()
 
     def add(self, scores: pa.Table) -> None:
         """Count one score table (a batch of turns; any part of the whole)."""
@@ -134,6 +142,7 @@ class SummaryBuilder:
             tally.add(dict(zip(kinds[found], counts.tolist(), strict=True)), values[rows])
         self._add_failures(scores)
         self._add_errors(scores)
+        self._judge.add(scores)
         completion = scores.select(TASK_COLUMNS).filter(pc.equal(scores[EVALUATOR], COMPLETION))
         if completion.num_rows:
             self._completion = True
@@ -181,7 +190,45 @@ class SummaryBuilder:
         }
         if self._completion:
             summary["repeats"] = _repeats(_fold(self._tasks))
+        if self._judge.asked:
+            summary["judge"] = self._judge.summary()
         return summary
+
+
+@dataclass(slots=True)
+class _JudgeTally:
+    """The judge's agreement with itself: over the turns it was asked more than once."""
+
+    asked: int = 0
+    """Turns the judge gave replies for."""
+    repeated: int = 0
+    """Of them, the turns asked more than once."""
+    agreement: Fraction = Fraction(0)
+    """The sum of their agreements (the share of samples on the majority's side)."""
+    unstable: list[dict[str, Any]] = field(default_factory=list)
+    """The first `MAX_FAILURES` turns whose verdict flipped (by session and turn)."""
+    unstable_total: int = 0
+
+    def add(self, scores: pa.Table) -> None:
+        judged = scores.filter(pc.equal(scores[EVALUATOR], JUDGE)).select(_JUDGE_COLUMNS)
+        for row in judged.filter(pc.is_valid(judged[DETAILS])).to_pylist():
+            details = json.loads(row[DETAILS])
+            self.asked += 1
+            if details.get("samples", 1) > 1 and details.get("agreement") is not None:
+                self.repeated += 1
+                self.agreement += Fraction(details["agreement"])
+            if row[LABEL] == UNSTABLE:
+                self.unstable_total += 1
+                self.unstable.append({k: row[k] for k in (SESSION_ID, TURN_INDEX, EXPLANATION)})
+        self.unstable.sort(key=lambda u: (u[SESSION_ID], u[TURN_INDEX]))
+        del self.unstable[MAX_FAILURES:]
+
+    def summary(self) -> dict[str, Any]:
+        mean = float(self.agreement / self.repeated) if self.repeated else None
+        return {
+            "turns": self.asked, "repeated_turns": self.repeated, "mean_agreement": mean,
+            "unstable": self.unstable, "unstable_total": self.unstable_total,
+        }  # fmt: skip
 
 
 def _row(name: str, tally: _Tally) -> dict[str, Any]:

@@ -2,19 +2,21 @@
 
 - one module per evaluator: `_task_completion`, `_plan_adherence` (with `_plan_components`),
   `_loops` (`tool_call_loops`), `_latency`, `_trajectory` (`trajectory_match`), `_tokens`
-  (`tokens` and `cost`, with `_tokens_text`); each registers itself when imported, which this
-  package does;
+  (`tokens` and `cost`, with `_tokens_text`), `_judge` (an LLM judge, with its cassette in
+  `_judge_cassette`); each registers itself when imported, which this package does;
 - `_registry`: the registry and `evaluate`; `_frame`: the trace table prepared once for all;
 - `_rubric`: the golden rubric (what a turn must do); `_repeats`: pass@k and pass^k;
 - `_stream`: scoring sources larger than memory in batches of whole sessions
   (`session_batches`, `score_batches`); `_source`: their files (a file, a folder, a glob);
 - `scores`: the score table they all return (its columns, defined once).
 
-Evaluators import from `plangate.replay` only its trace-table schema (`plangate.replay.schema`),
-and from `plangate.harness` only the run detector (`call_runs`) and the base error.
+Evaluators import from `plangate.replay` only its trace-table schema (`plangate.replay.schema`)
+and the redactor (the judge cassette is an output), and from `plangate.harness` the run
+detector (`call_runs`), the base errors, and the OpenAI-compatible model the judge asks.
 """
 
 from plangate.evaluators import (  # noqa: F401 - importing an evaluator registers it
+    _judge,
     _latency,
     _loops,
     _plan_adherence,
@@ -41,6 +43,7 @@ from plangate.evaluators._repeats import (
 from plangate.evaluators._rubric import (
     RUBRIC_VERSION,
     AnswerCheck,
+    JudgeQuestion,
     Rubric,
     RubricError,
     RubricSet,
@@ -67,6 +70,7 @@ __all__ = [
     "Engine",
     "Evaluator",
     "EvaluatorError",
+    "JudgeQuestion",
     "RepeatScore",
     "Rubric",
     "RubricError",

@@ -35,6 +35,9 @@ class TurnScores:
     explanation: Column
     details: pa.Array
     """JSON text, null where there is none."""
+    errored: npt.NDArray[np.bool_] | None = None
+    """Turns the evaluator could not judge for a reason outside the turn (the judge model's
+    endpoint kept failing): `error`, with the evaluator's explanation. None: no such turn."""
 
 
 def strings(values: Column, rows: int) -> pa.Array:

@@ -135,6 +135,10 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
     score = np.asarray(scores.score, dtype=np.float64).copy()
     label = strings(scores.label, turns)
     explanation = strings(scores.explanation, turns)
+    if scores.errored is not None and scores.errored.any():  # the evaluator's own: its text
+        own = np.flatnonzero(scores.errored)
+        outcome[own], passed[own], score[own] = 3, np.nan, np.nan
+        label = overlay(label, own, [ERROR] * len(own))
     failed, messages = _failures(frame)
     if len(failed):
         outcome[failed] = 3

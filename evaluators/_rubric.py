@@ -12,7 +12,9 @@ turn. Every field is optional; a check without data in the rubric is not applied
                 "order": "unordered", "forbidden_tools": ["cancel_order"],
                 "answer": [{"kind": "contains", "value": "refund"}],
                 "max_seconds": 30, "max_iterations": 20,
-                "max_tokens": 50000, "max_cost": 0.25}]}
+                "max_tokens": 50000, "max_cost": 0.25,
+                "judge": {"question": "Did the agent refund the item and say how much?",
+                          "scale": "pass_fail", "model": "openai:gpt-4.1-mini"}}]}
 
 TOML with the same structure (`[default]`, `[[turns]]`) works too.
 """
@@ -100,6 +102,29 @@ class AnswerCheck:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeQuestion:
+    """A question an LLM judge answers about the turn (the `judge` evaluator asks it)."""
+
+    question: str
+    """What the judge is asked about the request, the calls and the answer."""
+    scale: tuple[int, int] | None = None
+    """None: the judge says pass or fail; (low, high): it gives a whole-number score."""
+    pass_at: int | None = None
+    """On a scale: the lowest score that passes."""
+    model: str | None = None
+    """The judge model (`openai:NAME`); None: the evaluator's `model` parameter."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The question as JSON-able data."""
+        data: dict[str, Any] = {"question": self.question}
+        data["scale"] = "pass_fail" if self.scale is None else list(self.scale)
+        for key in ("pass_at", "model"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rubric:
     """What one turn must achieve."""
 
@@ -123,6 +148,8 @@ class Rubric:
     """Token budget of the turn: prompt plus completion tokens over its model calls."""
     max_cost: float | None = None
     """Cost budget of the turn, in US dollars."""
+    judge: JudgeQuestion | None = None
+    """A question for an LLM judge (the `judge` evaluator)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The rubric as JSON-able data (what golden datasets store)."""
@@ -150,6 +177,8 @@ class Rubric:
         for key in ("plan_expected", *_BUDGETS):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
+        if self.judge is not None:
+            data["judge"] = self.judge.to_dict()
         return data
 
 
@@ -174,7 +203,7 @@ class RubricSet:
 
 _RUBRIC_KEYS = frozenset(
     {"version", "required_tools", "order", "required_plan_items", "forbidden_tools", "answer",
-     "plan_expected", "max_seconds", "max_iterations", "max_tokens", "max_cost"}
+     "plan_expected", "max_seconds", "max_iterations", "max_tokens", "max_cost", "judge"}
 )  # fmt: skip
 _BUDGETS = ("max_seconds", "max_iterations", "max_tokens", "max_cost")
 
@@ -209,6 +238,7 @@ def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
         max_iterations=_optional(data, "max_iterations", int, where),
         max_tokens=_budget(data, "max_tokens", int, where),
         max_cost=_budget(data, "max_cost", (int, float), where),
+        judge=_judge(data["judge"], f"{where}.judge") if data.get("judge") is not None else None,
     )
 
 
@@ -264,6 +294,41 @@ def _answer(data: Any, where: str) -> AnswerCheck:
         except re.error as exc:
             raise RubricError(f"{where}.value: not a valid regular expression ({exc})") from exc
     return AnswerCheck(kind=kind, value=data["value"], expected=data.get("expected"))
+
+
+def _judge(data: Any, where: str) -> JudgeQuestion:
+    if not isinstance(data, Mapping) or not isinstance(data.get("question"), str):
+        raise RubricError(f"{where}: expected {{'question': '...', 'scale': 'pass_fail'}}")
+    unknown = sorted(set(data) - {"question", "scale", "pass_at", "model"})
+    if unknown:
+        raise RubricError(
+            f"{where}: unknown key {unknown[0]!r}; allowed: model, pass_at, question, scale"
+        )
+    model = _optional(data, "model", str, where)
+    if model is not None and not model.startswith("openai:"):
+        raise RubricError(f"{where}.model: {model!r} is not a judge model; use openai:NAME")
+    scale = data.get("scale", "pass_fail")
+    if scale == "pass_fail":
+        if data.get("pass_at") is not None:
+            raise RubricError(f"{where}.pass_at: only a numeric scale has one")
+        return JudgeQuestion(question=data["question"], model=model)
+    low, high = _scale(scale, f"{where}.scale")
+    pass_at = _optional(data, "pass_at", int, where)
+    if pass_at is None or not low <= pass_at <= high:
+        raise RubricError(
+            f"{where}.pass_at: a scale of {low} to {high} needs the lowest passing score, "
+            f"a whole number from {low} to {high}"
+        )
+    return JudgeQuestion(question=data["question"], scale=(low, high), pass_at=pass_at, model=model)
+
+
+def _scale(value: Any, where: str) -> tuple[int, int]:
+    whole = isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
+    if not whole or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise RubricError(f"{where}: {value!r} is not 'pass_fail' or [LOW, HIGH] (whole numbers)")
+    if value[0] >= value[1]:
+        raise RubricError(f"{where}: {list(value)!r}: LOW must be below HIGH")
+    return int(value[0]), int(value[1])
 
 
 def _choice(value: Any, kind: Any, where: str) -> Any:

@@ -34,6 +34,12 @@ MAX_LINES = 500
 
 EVALUATORS_FROM_HARNESS = frozenset({"call_runs", "PlangateError", "read_text"})
 """What evaluators may take from harness: the run detector, the base error, reading a file."""
+JUDGE_CALLS = "plangate.evaluators._judge_cassette"
+"""The one evaluator module that talks to the world: the judge's model calls and its cassette."""
+JUDGE_FROM_HARNESS = frozenset(
+    {"ConfigError", "ModelError", "SystemMessage", "UserMessage", "write_text_atomic"}
+)
+"""What the judge's calls take from harness besides the OpenAI-compatible model itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,14 +150,20 @@ def test_imports_point_one_way() -> None:
 
 
 def test_evaluators_take_only_the_schema_the_run_detector_and_the_base_error() -> None:
+    """Evaluators are pure functions of a table; only the judge's calls reach a model."""
     wrong = []
     for found in IMPORTS:
         if not inside(found.source, "plangate.evaluators"):
             continue
-        if inside(found.target, "plangate.harness"):
+        judge = found.source == JUDGE_CALLS
+        if judge and found.target == "plangate.harness.models":
+            allowed = set(found.names) == {"OpenAIModel"}
+        elif inside(found.target, "plangate.harness"):
             allowed = found.target == "plangate.harness" and set(found.names) <= (
-                EVALUATORS_FROM_HARNESS
+                EVALUATORS_FROM_HARNESS | (JUDGE_FROM_HARNESS if judge else frozenset())
             )
+        elif judge and found.target == "plangate.replay":
+            allowed = set(found.names) == {"default_redactor"}
         elif inside(found.target, "plangate.replay"):
             allowed = found.target == "plangate.replay.schema"
         else:

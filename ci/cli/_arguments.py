@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plangate.ci.cli._flags import at_least_one, endpoint
+from plangate.ci.cli._flags import at_least_one, endpoint, judge
 from plangate.ci.cli._options import (
     MODEL,
     agent_options,
@@ -189,6 +189,7 @@ def _eval(commands: Commands) -> None:
         default=None,
         help="the Ray cluster to score on (only with --engine ray; default: a local one)",
     )
+    judge(scoring, "SCORES.judge.jsonl beside -o, or judge.jsonl in a dataset given as --rubric")
     json_output(scoring, "the summary")
 
 
@@ -346,6 +347,7 @@ def _gate(commands: Commands) -> None:
     )
     endpoint(gate)
     run_budget(gate, gate=True)
+    judge(gate, "the gate file's [evaluators.judge] cassette")
     export_to_phoenix(gate)
 
 

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from plangate.ci._rubrics import rubrics_at
 from plangate.ci._summary import SummaryBuilder
+from plangate.ci.cli._flags import judge_params
 from plangate.evaluators import (
     DEFAULT_BATCH_ROWS,
     SCORE_SCHEMA,
@@ -66,7 +67,7 @@ def score_table(args: argparse.Namespace) -> int:
         )
     source = trace_source(args.table)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
-    params = _params(args.param)
+    params = _with_judge(args, _params(args.param))
     builder = SummaryBuilder()
     began = time.perf_counter()
     show = sys.stderr.isatty() and not args.json
@@ -197,6 +198,26 @@ def redacted(scores: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=scores.schema)
 
 
+def _with_judge(args: argparse.Namespace, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The evaluators' parameters with the `--judge…` flags.
+
+    The judge's cassette is stored with the scores (`SCORES.judge.jsonl`) or, for a golden
+    dataset's rubrics, in the dataset, unless one is given.
+    """
+    beside = None
+    if args.rubric and Path(args.rubric).is_dir():
+        beside = str(Path(args.rubric) / "judge.jsonl")
+    elif args.output:
+        output = Path(args.output)
+        beside = str(output.with_name(f"{output.name.removesuffix('.parquet')}.judge.jsonl"))
+    judge = params.setdefault("judge", {})
+    judge.setdefault("cassette", beside)
+    judge.update(judge_params(args, None))
+    if args.engine == "ray" and judge.get("mode", "replay") != "replay":
+        raise EvaluatorError("--judge record and live ask the judge here: use --engine local")
+    return params
+
+
 def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
     params: dict[str, dict[str, Any]] = {}
     known = evaluators()
@@ -239,6 +260,8 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
         _print_errors(console, summary)
     if summary["failures"]:
         _print_failures(console, summary)
+    if "judge" in summary:
+        _print_judge(console, summary["judge"])
     repeats = summary.get("repeats", [])
     if len(repeats) > 1:
         grid = Table(title="task completion across repeats", title_justify="left")
@@ -261,6 +284,24 @@ def _print_failures(console: Console, summary: dict[str, Any]) -> None:
             f["evaluator"], f["session_id"], str(f["turn_index"]), f["label"], f["explanation"]
         )
     console.print(failures)
+
+
+def _print_judge(console: Console, judge: dict[str, Any]) -> None:
+    """The judge's agreement with itself, and the turns whose verdict flipped."""
+    line = f"judge: {judge['turns']} turn(s) judged"
+    if judge["repeated_turns"]:
+        line += (
+            f"; {judge['repeated_turns']} asked more than once, mean self-agreement "
+            f"{judge['mean_agreement']:.3f}; {judge['unstable_total']} unstable (no verdict)"
+        )
+    console.print(line)
+    if judge["unstable"]:
+        unstable = Table(title="unstable judge verdicts", title_justify="left")
+        for column in ("session", "turn", "explanation"):
+            unstable.add_column(column, overflow="fold")
+        for u in judge["unstable"]:
+            unstable.add_row(u["session_id"], str(u["turn_index"]), u["explanation"])
+        console.print(unstable)
 
 
 def _print_errors(console: Console, summary: dict[str, Any]) -> None:

@@ -80,3 +80,53 @@ def endpoint_flags(args: argparse.Namespace) -> EndpointSettings:
         retries=getattr(args, "model_retries", None),
         deadline=getattr(args, "model_deadline", None),
     )
+
+
+JUDGE_MODES = ("replay", "record", "live")
+"""`--judge`'s choices (tested to match `plangate.evaluators`' judge modes)."""
+
+
+def judge(parser: argparse.ArgumentParser, cassette: str) -> None:
+    """`--judge MODE`, `--judge-cassette FILE`, `--judge-model SPEC`, `--judge-samples K`.
+
+    `cassette` says where the judge's cassette is when none is given.
+    """
+    parser.add_argument(
+        "--judge",
+        choices=JUDGE_MODES,
+        default=None,
+        help="the LLM judge (rubrics with a judge question): replay its recorded replies "
+        "(default; no model), record what the cassette lacks, or ask it all again (live)",
+    )
+    parser.add_argument(
+        "--judge-cassette",
+        metavar="FILE",
+        default=None,
+        help=f"the judge's recorded replies (JSON Lines; default: {cassette})",
+    )
+    parser.add_argument(
+        "--judge-model",
+        metavar="openai:NAME",
+        default=None,
+        help="the judge model for questions that name none (endpoint and key as for openai: "
+        "models)",
+    )
+    parser.add_argument(
+        "--judge-samples",
+        type=at_least_one,
+        default=None,
+        metavar="K",
+        help="ask the judge K times per turn: its agreement with itself is reported, and a "
+        "verdict that flips is 'unstable', not averaged",
+    )
+
+
+def judge_params(args: argparse.Namespace, cassette: str | None) -> dict[str, object]:
+    """The judge flags given, as the `judge` evaluator's parameters (`cassette`: the default)."""
+    given = {
+        "mode": args.judge,
+        "cassette": args.judge_cassette or cassette,
+        "model": args.judge_model,
+        "samples": args.judge_samples,
+    }
+    return {key: value for key, value in given.items() if value is not None}

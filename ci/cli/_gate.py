@@ -17,7 +17,7 @@ from rich.table import Table
 
 from plangate.ci._budget import BudgetLimits
 from plangate.ci.cli._exporting import exporting
-from plangate.ci.cli._flags import endpoint_flags
+from plangate.ci.cli._flags import endpoint_flags, judge_params
 from plangate.ci.cli._printing import short
 from plangate.ci.gate import (
     DEFAULT_GATE,
@@ -53,6 +53,7 @@ def gate(args: argparse.Namespace) -> int:
             budget=BudgetLimits(
                 max_tokens=args.budget_tokens, max_usd=args.budget_usd, price_as=args.price_as
             ),
+            judge=judge_params(args, None),
         )
     if export is not None:
         # The scores as annotations, and each case's Phoenix link into the reports.

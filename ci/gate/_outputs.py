@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from plangate.ci._budget import BudgetLimits
 from plangate.ci.gate._gate import run_gate
-from plangate.ci.gate._gate_file import GateFileError, load_gate
+from plangate.ci.gate._gate_file import GateFile, GateFileError, load_gate
 from plangate.ci.gate._replays import SpanProcessors
 from plangate.ci.gate._reports import write_reports
 from plangate.ci.gate._verdict import Verdict
@@ -28,6 +30,7 @@ def gate_with_reports(
     span_processors: SpanProcessors | None = None,
     endpoint: EndpointSettings | None = None,
     budget: BudgetLimits | None = None,
+    judge: Mapping[str, Any] | None = None,
 ) -> tuple[Verdict, dict[str, Path]]:
     """Run a gate file; write its reports and both sides' score tables into `output`.
 
@@ -40,6 +43,8 @@ def gate_with_reports(
             flags); what neither sets comes from the environment.
         budget: The run's budget; each limit it sets wins over the gate file's (a command's
             flags).
+        judge: The `judge` evaluator's parameters that win over the gate file's
+            `[evaluators.judge]` (`--judge live`, say); the gate file must run the judge.
     """
     gate = load_gate(gate_file)
     if repeats is not None:
@@ -50,5 +55,19 @@ def gate_with_reports(
         gate = dataclasses.replace(gate, endpoint=endpoint.over(gate.endpoint))
     if budget is not None:
         gate = dataclasses.replace(gate, budget=budget.over(gate.budget))
+    if judge:
+        gate = _with_judge(gate, judge)
     verdict = asyncio.run(run_gate(gate, span_processors=span_processors))
     return verdict, write_outputs(verdict, output)
+
+
+def _with_judge(gate: GateFile, judge: Mapping[str, Any]) -> GateFile:
+    """The gate with the judge's parameters over its file's."""
+    rule = gate.evaluators.get("judge")
+    if rule is None:
+        raise GateFileError(
+            f"{gate.path}: --judge… given, but the gate runs no judge; add [evaluators.judge] "
+            "(with its cassette) to the gate file"
+        )
+    judged = dataclasses.replace(rule, params={**rule.params, **judge})
+    return dataclasses.replace(gate, evaluators={**gate.evaluators, "judge": judged})

@@ -206,8 +206,8 @@ def test_bad_scores_and_evaluator_exit_2_naming_them(
     code, _, err = agreement(capsys, str(missing), str(table))
     assert code == 2 and err.count("\n") == 1 and str(missing) in err and "no such file" in err
 
-    code, _, err = agreement(capsys, str(scores), str(table), "--evaluator", "judge")
-    assert code == 2 and err.count("\n") == 1 and "'judge'" in err
+    code, _, err = agreement(capsys, str(scores), str(table), "--evaluator", "oracle")
+    assert code == 2 and err.count("\n") == 1 and "'oracle'" in err
     assert "task_completion" in err and "tool_call_loops" in err
 
     unreadable = tmp_path / "labels.parquet"

@@ -36,10 +36,12 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
         "trajectory_match",
         "tokens",
         "cost",
+        "judge",
     }
-    # No plan, no rubric naming tools, no time budget, no token counts: no evidence, so n/a
+    # No plan, no rubric naming tools or asking a judge, no time budget, no token counts: no
+    # evidence, so n/a
     # on every turn.
-    for name in ("plan_adherence", "trajectory_match", "latency", "tokens", "cost"):
+    for name in ("plan_adherence", "trajectory_match", "latency", "tokens", "cost", "judge"):
         row = rows[name]
         assert (row["not_applicable"], row["passed"], row["pass_rate"]) == (200, 0, None), name
     completion = rows["task_completion"]
@@ -50,7 +52,7 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
     )
     assert completion["pass_rate"] == pytest.approx(0.42)
     written = pq.read_table(scores)
-    assert written.num_rows == 200 * 7
+    assert written.num_rows == 200 * 8
     assert set(written.column_names) >= {
         "session_id",
         "turn_index",

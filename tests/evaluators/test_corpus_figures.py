@@ -95,4 +95,5 @@ def test_every_corpus_trajectory_imports_and_scores(corpus: Path) -> None:
             "trajectory_match",
             "tokens",
             "cost",
+            "judge",
         }
