@@ -96,7 +96,7 @@ def test_judge_flags_need_a_gate_that_runs_the_judge(tmp_path: Path) -> None:
     gate = tmp_path / "gate.toml"
     gate.write_text(
         f'[[datasets]]\npath = "{REPO / "datasets" / "support-desk"}"\n'
-        "[baseline]\nvariant = \"alyx\"\n[candidate]\nvariant = \"alyx\"\n[evaluators.task_completion]\n",
+        '[baseline]\nvariant = "alyx"\n[candidate]\nvariant = "alyx"\n[evaluators.task_completion]\n',
         encoding="utf-8",
     )
     with pytest.raises(GateFileError, match=r"the gate runs no judge; add \[evaluators.judge\]"):
