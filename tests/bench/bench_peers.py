@@ -5,7 +5,9 @@ random call on, one call is repeated). Plangate reads the trace table; each peer
 calls in its own input format, built before any timing:
 
 - loop detection: plangate's `tool_call_loops` on the whole table, the bare run detector
-  (`call_runs`) on the canonical column, and DeepEval's `AgentLoopDetectionMetric`, which reads
+  (`call_runs`) on the canonical column built before timing (the issue's bound) and built from
+  the table while timed (what the detector needs to read a trace table: the key column is not
+  in it), and DeepEval's `AgentLoopDetectionMetric`, which reads
   the span tree DeepEval's tracing attaches to a test case (`_trace_dict`, what
   `TraceManager.create_nested_spans_dict` makes: an agent span whose children are a model span
   and a tool span per call, the tool span's input the call's arguments as a dict);
@@ -76,7 +78,14 @@ REQUEST = "Look at the numbers."
 ANSWER = "The numbers add up."
 
 Key = Literal[
-    "loops", "loops_frame", "runs", "deepeval", "deepeval_quiet", "trajectory", "agentevals"
+    "loops",
+    "loops_frame",
+    "runs",
+    "runs_table",
+    "deepeval",
+    "deepeval_quiet",
+    "trajectory",
+    "agentevals",
 ]
 Counted = Literal["flagged", "passed"]
 T = TypeVar("T")
@@ -163,6 +172,8 @@ TARGETS = (
            at_least=0.5),
     Target(text="... the evaluator alone, on a prepared frame", fast="loops_frame", slow="runs",
            at_least=0.5),
+    Target(text="tool_call_loops within 2× of run detection from the table's columns",
+           fast="loops", slow="runs_table", at_least=0.5),
     Target(text="tool_call_loops ≥ 500× DeepEval's default measure()", fast="loops",
            slow="deepeval", at_least=500),
     Target(text="tool_call_loops ≥ 100× DeepEval with its spinner off", fast="loops",
@@ -244,6 +255,7 @@ def loop_rows(table: pa.Table) -> list[PeerResult]:
     """`tool_call_loops` on the whole table, and the bare run detector on its column."""
     keys, groups = run_keys(table)
     seconds, runs = best_of(lambda: call_runs(keys, groups))
+    from_table, _ = best_of(lambda: call_runs(*run_keys(table)))
     looping = len(set(groups[runs.starts[runs.lengths > MAX_REPEATS]]))
     loops, scores = best_of(lambda: evaluate(table, names=["tool_call_loops"]))
     frames = iter([prepare(table) for _ in range(REPEATS)])  # each timed run on a fresh frame
@@ -260,6 +272,10 @@ def loop_rows(table: pa.Table) -> list[PeerResult]:
         PeerResult(key="runs", name="plangate call_runs on the canonical column",
                    trajectories=TRAJECTORIES, seconds=seconds, count=looping, counted="flagged",
                    note=f"keys and labels built before timing; flagged: a run > {MAX_REPEATS}"),
+        PeerResult(key="runs_table", name="plangate call_runs, its keys built from the table",
+                   trajectories=TRAJECTORIES, seconds=from_table,
+                   note="the TOOL rows' name and arguments joined and the turn labels made, "
+                   "timed: what reading the table costs the bare detector"),
     ]  # fmt: skip
 
 
