@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from plangate.evaluators import EvaluatorError, evaluate
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, SCORE
@@ -30,13 +29,11 @@ from plangate.harness import PlangateError
 from plangate.replay.schema import (
     ERROR_STOP_REASONS,
     MODEL_NAME,
+    NOT_RUN,
     SPAN_KIND,
     STOP_REASON,
     build_table,
 )
-
-NOT_RUN = "not_run"
-"""The stop reason of a turn a run did not start because its budget was reached."""
 
 
 class BudgetError(PlangateError):
@@ -133,7 +130,7 @@ class RunBudget:
         for row in evaluate(_measured(table), names=names, params=params).to_pylist():
             if row[SCORE] is not None:
                 self._add(row[EVALUATOR], row[SCORE])
-            elif _model_calls(table) and not _errored(table) and self.broken is None:
+            elif not _errored(table) and self.broken is None:  # no model calls: unknown, too
                 self.broken = _unknown(row[EVALUATOR], row[EXPLANATION], self.describe())
 
     def _add(self, name: str, value: float) -> None:
@@ -251,10 +248,6 @@ def _measured(table: pa.Table) -> pa.Table:
     """The table without stop reasons: what an errored turn's spans record still counts."""
     index = table.schema.get_field_index(STOP_REASON)
     return table.set_column(index, STOP_REASON, pa.nulls(table.num_rows, pa.string()))
-
-
-def _model_calls(table: pa.Table) -> int:
-    return int(pc.sum(pc.equal(table[SPAN_KIND], "LLM")).as_py() or 0)
 
 
 def _errored(table: pa.Table) -> bool:

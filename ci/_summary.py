@@ -41,11 +41,11 @@ from plangate.evaluators.scores import (
 from plangate.replay.schema import SESSION_ID, TASK_ID, TURN_INDEX
 
 MAX_FAILURES = 20
+"""Failing turns listed in the summary (all are in the scores table)."""
 JUDGE = "judge"
 """The LLM judge: its agreement with itself is summed up apart."""
 UNSTABLE = "unstable"
 """The judge's label for a turn whose verdict flipped across its samples."""
-"""Failing turns listed in the summary (all are in the scores table)."""
 COMPLETION = "task_completion"
 """The evaluator whose tries make pass@k and pass^k."""
 _SCALE = 1126

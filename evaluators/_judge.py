@@ -8,16 +8,15 @@ so a run without the model gets the same verdicts back.
 
 Asked `samples` times, the judge's agreement with itself is measured, not averaged away: when
 its verdicts on a turn differ (a pass and a fail, or scores on both sides of `pass_at`), the
-turn is `n/a`, labelled `unstable`, with every verdict and reason in its details. A reply that
-cannot be read is no verdict (`unreadable`, also n/a). A judge whose endpoint kept failing
-judged nothing: the turn is an `error` (not recorded, so the next run asks again). Turns without
+turn is `n/a`, labelled `unstable`, with every verdict and reason in its details. A judge that
+did not do its job judged nothing: a reply that cannot be read, or an endpoint that kept
+failing (not recorded, so the next run asks again), makes the turn an `error`. Turns without
 a question are n/a (`no question`) and cost nothing: no model is built and no cassette read.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +31,7 @@ from plangate.evaluators._judge_cassette import (
     JudgeCall,
     JudgeCassette,
     JudgeReply,
+    redacted,
     replies,
 )
 from plangate.evaluators._registry import EvaluatorError, evaluator
@@ -48,7 +48,6 @@ _CALLS_SHOWN = 50
 """Tool calls shown to the judge per turn; the rest are counted."""
 _TEXT_SHOWN = 4000
 """Characters of a request, an answer or a call's arguments shown to the judge."""
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +94,7 @@ def judge(
             mine = slice(number * samples, (number + 1) * samples)
             found = _combine(question, got[mine], calls[mine][0].model)
             passed[turn], score[turn], label[turn], explanation[turn], details[turn] = found
-            errored[turn] = label[turn] == "judge failed"
+            errored[turn] = label[turn] in ("judge failed", "unreadable")
     return TurnScores(
         passed=passed,
         score=score,
@@ -153,7 +152,7 @@ def _calls(
                 f"{int(frame.turns.turn_index[turn])}: set judge.model in the rubric, or "
                 "--judge-model openai:NAME"
             )
-        prompt = _prompt(question, requests[number], shown[number], answers[number])
+        prompt = redacted(_prompt(question, requests[number], shown[number], answers[number]))
         calls += [
             JudgeCall(
                 model=spec,
@@ -207,12 +206,8 @@ def _cut(text: str) -> str:
 
 def read_verdict(question: JudgeQuestion, text: str) -> Verdict:
     """A reply as a verdict: the first JSON object in it (code fences and prose around it ok)."""
-    found = _OBJECT.search(text)
-    try:
-        data = json.loads(found.group(0)) if found else None
-    except json.JSONDecodeError:
-        data = None
-    if not isinstance(data, dict):
+    data = _first_object(text)
+    if data is None:
         return Verdict(None, None, "the reply holds no JSON object")
     reason = str(data.get("reason", ""))
     if question.scale is None:
@@ -226,6 +221,21 @@ def read_verdict(question: JudgeQuestion, text: str) -> Verdict:
         return Verdict(None, None, f"score {value!r} is not a number from {low} to {high}")
     assert question.pass_at is not None
     return Verdict(value >= question.pass_at, float(value), reason)
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text` (from the first `{` where one parses), or None."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start >= 0:
+        try:
+            data, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            return data
+        start = text.find("{", start + 1)
+    return None
 
 
 def _combine(

@@ -12,13 +12,18 @@ something else.
 
 Three modes: `replay` (the default) serves every reply from the cassette and never calls a
 model; `record` asks the judge only what the cassette lacks; `live` asks everything again and
-records the new replies over the old. What is written goes through the redactor first, and
-the file is replaced whole (written beside it, then renamed).
+records the new replies over the old. One question is asked once, however many turns ask it.
+
+The judge's endpoint is outside the process: a question goes through the redactor before it is
+sent (`redacted`), and a reply before it is used or recorded, so a recording run and its replay
+see the same text. The file is replaced whole (written beside it, then renamed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import fcntl
 import hashlib
 import json
 import threading
@@ -99,10 +104,26 @@ class JudgeCassette:
             tokens_completion=entry.get("tokens_completion"),
         )
 
-    def record(self, call: JudgeCall, reply: JudgeReply) -> None:
-        """Keep a reply (a failed call is never recorded: the next run asks again)."""
+    def check_writable(self, mode: str) -> None:
+        """Before asking: a cassette to record into, in a folder that exists (or is made)."""
+        if self.path is None:
+            raise EvaluatorError(
+                f"judge: --judge {mode} records the judge's replies, but there is no cassette to "
+                "record into: give --judge-cassette FILE (or -o SCORES: SCORES.judge.jsonl)"
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise EvaluatorError(f"{self.path}: cannot record the judge here: {error}") from None
+
+    def record(self, call: JudgeCall, reply: JudgeReply) -> JudgeReply:
+        """Keep a reply, redacted, and return what was kept: what a replay will get back.
+
+        A failed call is never recorded (the next run asks again).
+        """
         if reply.text is None:
-            return
+            return reply
+        reply = dataclasses.replace(reply, text=redacted(reply.text))
         self._entries[call.key] = {
             "call": call.key, "model": call.model, "session_id": call.session_id,
             "turn_index": call.turn_index, "sample": call.sample, "prompt": call.prompt,
@@ -110,30 +131,29 @@ class JudgeCassette:
             "tokens_completion": reply.tokens_completion,
         }  # fmt: skip
         self._changed = True
+        return reply
 
     def save(self) -> None:
-        """Write the cassette if anything was recorded: redacted, beside it, then renamed.
+        """Write the cassette if anything was recorded: beside it, then renamed.
 
-        Only what was asked and answered is redacted: the call's hash and numbers are not text
-        a secret could be in.
+        Under a lock on a sibling file, the file is read again and this run's replies laid
+        over it: two runs recording into one cassette (CI shards, xdist workers) keep both.
         """
         if self.path is None or not self._changed:
             return
-        redactor = default_redactor()
-        lines = [
-            json.dumps(
-                {
-                    **entry,
-                    "prompt": redactor.text(entry["prompt"]),
-                    "reply": redactor.text(entry["reply"]),
-                },
-                ensure_ascii=False,
-                sort_keys=True,
-            )  # fmt: skip
-            for entry in self._entries.values()
-        ]
-        write_text_atomic(self.path, "".join(f"{line}\n" for line in lines))
+        lock = self.path.with_name(f".{self.path.name}.lock")
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            entries = _read(self.path) if self.path.exists() else {}
+            entries.update(self._entries)
+            lines = [json.dumps(e, ensure_ascii=False, sort_keys=True) for e in entries.values()]
+            write_text_atomic(self.path, "".join(f"{line}\n" for line in lines))
         self._changed = False
+
+
+def redacted(text: str) -> str:
+    """`text` with every secret replaced, as everything that leaves the process."""
+    return default_redactor().text(text)
 
 
 def replies(
@@ -145,22 +165,23 @@ def replies(
         EvaluatorError: In `replay` mode, a call the cassette does not hold (naming the turn
             and what to do), or a judge model that cannot be built (no API key).
     """
-    found = [None if mode == "live" else cassette.reply(call) for call in calls]
-    missing = [i for i, reply in enumerate(found) if reply is None]
+    found = {} if mode == "live" else {c.key: r for c in calls if (r := cassette.reply(c))}
+    missing = list({c.key: c for c in calls if c.key not in found}.values())  # once per question
     if missing and mode == "replay":
-        call = calls[missing[0]]
+        call = missing[0]
         where = f"in {cassette.path}" if cassette.path is not None else "(no judge cassette given)"
         raise EvaluatorError(
             f"judge: no recorded reply {where} for session {call.session_id!r} turn "
             f"{call.turn_index} (sample {call.sample}; {len(missing)} missing in all): record "
             "them with --judge record (asks the judge model), or give the cassette they are in"
         )
-    asked = _in_thread(lambda: _ask([calls[i] for i in missing], jobs)) if missing else []
-    for i, reply in zip(missing, asked, strict=True):
-        found[i] = reply
-        cassette.record(calls[i], reply)
-    cassette.save()
-    return [reply for reply in found if reply is not None]
+    if missing:
+        cassette.check_writable(mode)
+        asked = _in_thread(lambda: _ask(missing, jobs))
+        for call, reply in zip(missing, asked, strict=True):
+            found[call.key] = cassette.record(call, reply)
+        cassette.save()
+    return [found[call.key] for call in calls]
 
 
 async def _ask(calls: Sequence[JudgeCall], jobs: int) -> list[JudgeReply]:
@@ -217,7 +238,7 @@ def _in_thread(work: Callable[[], Awaitable[T]]) -> T:
         except BaseException as error:  # handed to the caller's thread as it is
             errors.append(error)
 
-    worker = threading.Thread(target=run, name="plangate-judge")
+    worker = threading.Thread(target=run, name="plangate-judge", daemon=True)
     worker.start()
     worker.join()
     if errors:

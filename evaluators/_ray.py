@@ -30,6 +30,7 @@ import pyarrow.dataset as pds
 from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import SCORE_SCHEMA
+from plangate.harness import PlangateError
 from plangate.replay.schema import SESSION_ID, empty_table
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _stream(
     batch_rows: int,
     address: str | None,
 ) -> Iterator[pa.Table]:
-    with _session(ray, address):
+    with _session(ray, address), _causes(ray):
         if not _through_client(ray):
             yield from scored_tables(paths, options, batch_rows)
             return
@@ -114,6 +115,23 @@ def _stream(
         # on the cluster. A client cannot stream a task's results, so they come back at once.
         drive = ray.remote(num_cpus=0)(all_scored_tables)
         yield from ray.get(drive.remote(paths, options, batch_rows))
+
+
+@contextmanager
+def _causes(ray: ModuleType) -> Iterator[None]:
+    """A usage error raised on a worker as it is, not wrapped in the worker's traceback.
+
+    (A bad parameter, a judge reply the cassette does not hold: one line, exit 2.)
+    """
+    try:
+        yield
+    except ray.exceptions.RayTaskError as failed:
+        cause = failed.cause
+        while isinstance(cause, ray.exceptions.RayTaskError):
+            cause = cause.cause
+        if isinstance(cause, PlangateError):
+            raise cause from None
+        raise
 
 
 def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) -> Iterator[pa.Table]:

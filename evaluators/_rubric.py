@@ -299,6 +299,8 @@ def _answer(data: Any, where: str) -> AnswerCheck:
 def _judge(data: Any, where: str) -> JudgeQuestion:
     if not isinstance(data, Mapping) or not isinstance(data.get("question"), str):
         raise RubricError(f"{where}: expected {{'question': '...', 'scale': 'pass_fail'}}")
+    if not data["question"].strip():
+        raise RubricError(f"{where}.question: is empty; ask the judge something")
     unknown = sorted(set(data) - {"question", "scale", "pass_at", "model"})
     if unknown:
         raise RubricError(

@@ -86,7 +86,9 @@ STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
 STOP_REASONS = HARNESS_STOP_REASONS
 """The values of `stop_reason` that plangate's harness writes (importers keep a source's own)."""
-ERROR_STOP_REASONS: frozenset[str] = HARNESS_ERROR_STOP_REASONS | {"not_run"}
+NOT_RUN = "not_run"
+"""The stop reason of a turn a replay did not start: its run's budget was reached first."""
+ERROR_STOP_REASONS: frozenset[str] = HARNESS_ERROR_STOP_REASONS | {NOT_RUN}
 """Stop reasons that are infrastructure failures (the model endpoint kept failing, the tools'
 source failed), not something the agent did, and `not_run`: a replay that never started the
 turn (its run's budget was reached first). Such a turn is an error, neither a pass nor a fail."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from plangate.ci._budget import NOT_RUN, RunBudget, check_priceable, not_run_table
+from plangate.ci._budget import RunBudget, check_priceable, not_run_table
 from plangate.ci._rubrics import dataset_problems
 from plangate.ci._turns import select_turns
 from plangate.ci.cli._agents import (
@@ -45,6 +45,7 @@ from plangate.replay import (
 )
 from plangate.replay import record as record_sessions
 from plangate.replay.agents import AgentDriver, AgentSpec
+from plangate.replay.schema import NOT_RUN
 
 CONTEXT = 2
 """Steps shown on each side of a divergence."""

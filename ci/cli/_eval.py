@@ -213,6 +213,8 @@ def _with_judge(args: argparse.Namespace, params: dict[str, dict[str, Any]]) -> 
     judge = params.setdefault("judge", {})
     judge.setdefault("cassette", beside)
     judge.update(judge_params(args, None))
+    if judge["cassette"] is not None:  # the same file wherever it is read (a Ray worker too)
+        judge["cassette"] = str(Path(judge["cassette"]).absolute())
     if args.engine == "ray" and judge.get("mode", "replay") != "replay":
         raise EvaluatorError("--judge record and live ask the judge here: use --engine local")
     return params
@@ -288,7 +290,7 @@ def _print_failures(console: Console, summary: dict[str, Any]) -> None:
 
 def _print_judge(console: Console, judge: dict[str, Any]) -> None:
     """The judge's agreement with itself, and the turns whose verdict flipped."""
-    line = f"judge: {judge['turns']} turn(s) judged"
+    line = f"judge: {judge['turns']} turn(s) asked"
     if judge["repeated_turns"]:
         line += (
             f"; {judge['repeated_turns']} asked more than once, mean self-agreement "

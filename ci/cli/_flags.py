@@ -106,6 +106,7 @@ def judge(parser: argparse.ArgumentParser, cassette: str) -> None:
     )
     parser.add_argument(
         "--judge-model",
+        type=_judge_model,
         metavar="openai:NAME",
         default=None,
         help="the judge model for questions that name none (endpoint and key as for openai: "
@@ -119,6 +120,13 @@ def judge(parser: argparse.ArgumentParser, cassette: str) -> None:
         help="ask the judge K times per turn: its agreement with itself is reported, and a "
         "verdict that flips is 'unstable', not averaged",
     )
+
+
+def _judge_model(text: str) -> str:
+    kind, _, name = text.partition(":")
+    if kind != "openai" or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a judge model; use openai:NAME")
+    return text
 
 
 def judge_params(args: argparse.Namespace, cassette: str | None) -> dict[str, object]:

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from plangate.ci._budget import NOT_RUN, RunBudget, check_priceable
+from plangate.ci._budget import RunBudget, check_priceable
 from plangate.ci._rubrics import turn_rubrics
 from plangate.ci.gate._gate_file import GateFile, GateFileError, Side
 from plangate.ci.gate._replays import SpanProcessors, replay_scores
@@ -73,7 +73,7 @@ from plangate.evaluators.scores import (
     PASS,
 )
 from plangate.replay import read_dataset
-from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
+from plangate.replay.schema import NOT_RUN, SESSION_ID, TRIAL, TURN_INDEX
 
 
 async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = None) -> Verdict:
@@ -148,10 +148,14 @@ def _budget(gate: GateFile) -> RunBudget | None:
 def _over_budget(budget: RunBudget) -> str:
     """Why a gate whose budget stopped it cannot decide."""
     total = budget.not_run + budget.finished
+    advice = (
+        "raise the budget (--budget-tokens, --budget-usd) or select fewer cases; "
+        if budget.broken is None  # a budget that cannot be kept says what to do itself
+        else ""
+    )
     return (
         f"{budget.reason()}: {budget.not_run} of {total} turns not run, and a verdict needs "
-        "every turn; raise the budget (--budget-tokens, --budget-usd) or select fewer cases "
-        "(the finished turns' scores are kept)"
+        f"every turn; {advice}the finished turns' scores are kept"
     )
 
 

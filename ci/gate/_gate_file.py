@@ -59,6 +59,7 @@ Every mistake is a `GateFileError` naming the file, the key and the allowed valu
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from math import inf
@@ -193,12 +194,15 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         )
     if "datasets" not in data or not data["datasets"]:
         raise GateFileError(f"{source}: [[datasets]] is missing; name at least one dataset path")
+    datasets = tuple(_dataset(d, i, source) for i, d in enumerate(data["datasets"]))
     return GateFile(
         path=source,
-        datasets=tuple(_dataset(d, i, source) for i, d in enumerate(data["datasets"])),
+        datasets=datasets,
         baseline=_side(data, "baseline", source),
         candidate=_side(data, "candidate", source),
-        evaluators=_evaluators(data.get("evaluators", {}), source),
+        evaluators=_judge_cassette(
+            _evaluators(data.get("evaluators", {}), source), datasets, source
+        ),
         repeats=_int(settings, "repeats", 3, 1, source),
         seed=_int(settings, "seed", 0, 0, source),
         alpha=_alpha(settings.get("alpha", 0.05), source),
@@ -386,6 +390,28 @@ def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
             cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),
         )
     return rules or {name: EvaluatorRule() for name in ("task_completion", "tool_call_loops")}
+
+
+def _judge_cassette(
+    rules: dict[str, EvaluatorRule], datasets: tuple[DatasetSelection, ...], source: Path
+) -> dict[str, EvaluatorRule]:
+    """The judge's cassette, relative to the gate file's folder like every path in it.
+
+    Without one, a gate on one dataset keeps its judge's replies in it (`judge.jsonl`): the
+    golden and its judge's verdicts go together. On several, the file must name one.
+    """
+    rule = rules.get("judge")
+    if rule is None:
+        return rules
+    cassette = rule.params.get("cassette")
+    if cassette is None and len(datasets) == 1:
+        path = datasets[0].path / "judge.jsonl"
+    elif isinstance(cassette, str):
+        path = source.parent / cassette  # an absolute path stays as it is
+    else:
+        return rules  # none on several datasets, or not a path: the judge says which
+    placed = dataclasses.replace(rule, params={**rule.params, "cassette": str(path)})
+    return {**rules, "judge": placed}
 
 
 def _max_ratio(value: Any, name: str, source: Path) -> float | None:

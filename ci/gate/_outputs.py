@@ -55,6 +55,11 @@ def gate_with_reports(
         gate = dataclasses.replace(gate, endpoint=endpoint.over(gate.endpoint))
     if budget is not None:
         gate = dataclasses.replace(gate, budget=budget.over(gate.budget))
+    if gate.budget.price_as is not None and gate.budget.max_usd is None:
+        raise GateFileError(
+            f"{gate.path}: price_as prices model calls for a dollar budget, and there is none: "
+            "give --budget-usd (or gate.budget_usd), or leave price_as out"
+        )
     if judge:
         gate = _with_judge(gate, judge)
     verdict = asyncio.run(run_gate(gate, span_processors=span_processors))

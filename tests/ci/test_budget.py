@@ -25,6 +25,7 @@ from plangate.ci._budget import (
     not_run_table,
 )
 from plangate.ci.cli._main import main
+from plangate.ci.gate import GateFileError, gate_with_reports
 from plangate.evaluators import evaluate
 from plangate.replay import build_table
 from plangate.replay.schema import ERROR_STOP_REASONS
@@ -97,6 +98,12 @@ def test_uncounted_tokens_stop_a_token_budget_unless_the_call_failed() -> None:
                              for row in turn([(1, 1)]).to_pylist()])  # fmt: skip
     budget.spend(uncounted)
     assert budget.reached() and "tokens is unknown" in budget.reason()
+
+
+def test_a_turn_that_reports_no_model_calls_stops_the_budget_too() -> None:
+    budget = RunBudget(max_tokens=1000)
+    budget.spend(turn([]))  # a team's agent whose spans hold no LLM call: spend unknown
+    assert budget.reached() and "cannot be kept" in budget.reason()
 
 
 def test_a_turn_not_run_is_an_error_under_every_evaluator_naming_the_budget() -> None:
@@ -344,3 +351,9 @@ def test_a_bad_budget_in_the_gate_file_is_named(
     code = main(["gate", str(write_gate(tmp_path, setting)), "-o", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_the_gate_refuses_price_as_without_a_dollar_budget(tmp_path: Path) -> None:
+    gate = write_gate(tmp_path, 'price_as = "gpt-4o-mini"\n')
+    with pytest.raises(GateFileError, match="price_as prices model calls for a dollar budget"):
+        gate_with_reports(gate, tmp_path / "out")

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from plangate.ci.gate import GateFileError, gate_with_reports
+from plangate.ci.gate import GateFileError, gate_with_reports, load_gate
 from plangate.replay import read_dataset, write_dataset
 from tests.chat_server import ChatServer, completion
 from tests.conftest import REPO
@@ -42,7 +42,8 @@ def judged_dataset(folder: Path) -> Path:
     return write_dataset(dataclasses.replace(dataset, turns=turns), folder / "judged")
 
 
-def gate_file(folder: Path, dataset: Path, cassette: Path) -> Path:
+def gate_file(folder: Path, dataset: Path) -> Path:
+    """A gate on one dataset: the judge's cassette is the dataset's `judge.jsonl`."""
     gate = folder / "gate.toml"
     gate.write_text(
         f"""
@@ -58,7 +59,7 @@ variant = "alyx"
 variant = "alyx"
 [evaluators.judge]
 min_pass_rate = 1.0
-params = {{ cassette = "{cassette}", jobs = 1 }}
+params = {{ jobs = 1 }}
 """,
         encoding="utf-8",
     )
@@ -74,14 +75,14 @@ def test_the_gate_records_the_judge_once_and_replays_it_without_the_endpoint(
 ) -> None:
     dataset = judged_dataset(tmp_path)
     turns = sum(s == SESSION for s in read_dataset(dataset).turns["session_id"].to_pylist())
-    cassette = tmp_path / "judge.jsonl"
-    gate = gate_file(tmp_path, dataset, cassette)
+    gate = gate_file(tmp_path, dataset)
     with ChatServer() as server:
         monkeypatch.setenv("PLANGATE_OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("PLANGATE_OPENAI_API_KEY", "test-key")
         server.enqueue(*(verdict("pass") for _ in range(turns)))
         recorded, _ = gate_with_reports(gate, tmp_path / "recorded", judge={"mode": "record"})
         assert len(server.requests) == turns  # the candidate's identical turns: from the cassette
+    assert len((dataset / "judge.jsonl").read_text().splitlines()) == turns
     judge = next(v for v in recorded.evaluators if v.evaluator == "judge")
     assert (judge.cases, judge.candidate_pass_rate, judge.regressed) == (turns, 1.0, 0)
     assert recorded.exit_code == 0
@@ -101,3 +102,19 @@ def test_judge_flags_need_a_gate_that_runs_the_judge(tmp_path: Path) -> None:
     )
     with pytest.raises(GateFileError, match=r"the gate runs no judge; add \[evaluators.judge\]"):
         gate_with_reports(gate, tmp_path / "out", judge={"mode": "live"})
+
+
+def test_a_cassette_named_in_the_gate_file_is_relative_to_its_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ci"
+    folder.mkdir()
+    gate = folder / "gate.toml"
+    dataset = REPO / "datasets" / "support-desk"
+    gate.write_text(
+        f'[[datasets]]\npath = "{dataset}"\n[[datasets]]\npath = "{dataset}"\n'
+        '[baseline]\nvariant = "alyx"\n[candidate]\nvariant = "alyx"\n'
+        '[evaluators.judge]\nparams = { cassette = "goldens/judge.jsonl" }\n',
+        encoding="utf-8",
+    )
+    assert load_gate(gate).evaluators["judge"].params["cassette"] == str(
+        folder / "goldens" / "judge.jsonl"
+    )

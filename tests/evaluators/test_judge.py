@@ -28,7 +28,7 @@ from plangate.evaluators import (
 )
 from plangate.evaluators._judge import _combine, read_verdict
 from plangate.evaluators._judge_cassette import JUDGE_MODES as judge_modes
-from plangate.evaluators._judge_cassette import JudgeReply
+from plangate.evaluators._judge_cassette import JudgeCall, JudgeCassette, JudgeReply
 from plangate.replay import SCHEMA
 from tests.chat_server import ChatServer, completion, error
 
@@ -187,15 +187,19 @@ def test_a_score_on_both_sides_of_pass_at_is_unstable(endpoint: ChatServer, tmp_
     assert wrong["explanation"] == "judge: pass (score 5, pass at 4); the same 2 times of 2: r"
 
 
-def test_an_unreadable_reply_is_no_verdict(endpoint: ChatServer, tmp_path: Path) -> None:
+def test_an_unreadable_reply_is_an_error_not_a_verdict(
+    endpoint: ChatServer, tmp_path: Path
+) -> None:
     endpoint.enqueue(completion("I think it passed."), verdict("maybe"))
     refund, wrong = judged("record", tmp_path / "j.jsonl").to_pylist()[1:]
-    assert (refund["outcome"], refund["label"]) == ("n/a", "unreadable")
+    assert (refund["outcome"], refund["label"], refund["passed"]) == ("error", "error", None)
     assert refund["explanation"].endswith("the reply holds no JSON object")
     assert wrong["explanation"].endswith("verdict 'maybe' is not pass or fail")
 
 
-def test_the_cassette_is_redacted(endpoint: ChatServer, tmp_path: Path) -> None:
+def test_secrets_neither_reach_the_judge_nor_the_cassette_and_replay_equals_record(
+    endpoint: ChatServer, tmp_path: Path
+) -> None:
     secret = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t"
     leaky = TABLE.set_column(
         TABLE.schema.get_field_index("output_value"), "output_value",
@@ -203,10 +207,53 @@ def test_the_cassette_is_redacted(endpoint: ChatServer, tmp_path: Path) -> None:
     )  # fmt: skip
     endpoint.enqueue(verdict("pass", f"it printed {secret}"), verdict("fail"))
     cassette = tmp_path / "j.jsonl"
-    evaluate(leaky, rubrics(), names=["judge"],
-             params={"judge": {"mode": "record", "cassette": str(cassette), "jobs": 1}})  # fmt: skip
-    assert secret in json.dumps(endpoint.bodies)  # the judge saw it: it is in the process
+
+    def run(mode: str) -> pa.Table:
+        params = {"judge": {"mode": mode, "cassette": str(cassette), "jobs": 1}}
+        return evaluate(leaky, rubrics(), names=["judge"], params=params).sort_by("session_id")
+
+    recorded = run("record")
+    assert secret not in json.dumps(endpoint.bodies)  # the endpoint is outside the process
+    assert "Refunded, key [REDACTED]" in endpoint.bodies[0]["messages"][1]["content"]
     assert secret not in cassette.read_text() and "[REDACTED]" in cassette.read_text()
+    assert secret not in json.dumps(recorded.to_pylist())
+    replayed = run("replay")  # the recorded run saw the redacted reply, as the replay does
+    assert replayed.select([*SCORED, "details"]).equals(recorded.select([*SCORED, "details"]))
+
+
+def test_one_question_is_asked_once_however_many_turns_ask_it(
+    endpoint: ChatServer, tmp_path: Path
+) -> None:
+    twice = pa.Table.from_pylist(
+        turn("a", "Refund order O-7.", "Refunded.") + turn("b", "Refund order O-7.", "Refunded."),
+        schema=SCHEMA,
+    )
+    asked = Rubric(judge=JudgeQuestion(question=QUESTION, model="openai:judge-1"))
+    params = {"judge": {"mode": "record", "cassette": str(tmp_path / "j.jsonl")}}
+    endpoint.enqueue(verdict("pass"))
+    scores = evaluate(twice, RubricSet(default=asked), names=["judge"], params=params)
+    assert len(endpoint.requests) == 1
+    assert scores["outcome"].to_pylist() == ["pass", "pass"]
+    params["judge"]["mode"] = "replay"
+    again = evaluate(twice, RubricSet(default=asked), names=["judge"], params=params)
+    assert again["outcome"].to_pylist() == ["pass", "pass"]
+
+
+def test_recording_needs_a_cassette_before_anything_is_asked(endpoint: ChatServer) -> None:
+    with pytest.raises(EvaluatorError, match="no cassette to record into: give --judge-cassette"):
+        evaluate(TABLE, rubrics(), names=["judge"], params={"judge": {"mode": "record"}})
+    assert endpoint.requests == []
+
+
+def test_two_runs_recording_into_one_cassette_keep_both(tmp_path: Path) -> None:
+    cassette = tmp_path / "j.jsonl"
+    first, second = JudgeCassette(cassette), JudgeCassette(cassette)  # both read it empty
+    call: dict[str, Any] = {"model": "openai:j", "turn_index": 0, "sample": 0, "system": "s"}
+    first.record(JudgeCall(session_id="one", prompt="p", **call), JudgeReply(text="{}"))
+    second.record(JudgeCall(session_id="two", prompt="q", **call), JudgeReply(text="{}"))
+    first.save()
+    second.save()
+    assert len(JudgeCassette(cassette)) == 2
 
 
 @pytest.mark.parametrize(
@@ -217,6 +264,8 @@ def test_the_cassette_is_redacted(endpoint: ChatServer, tmp_path: Path) -> None:
         ('Here it is: {"verdict": "pass"} hope that helps', True, 1.0),
         ('{"verdict": "yes"}', None, None),
         ("no json at all", None, None),
+        ('{"verdict": "pass"} and then {"some": "braces"}', True, 1.0),
+        ('{not json} then {"verdict": "fail"}', False, 0.0),
     ],
 )
 def test_a_reply_is_read_from_its_first_json_object(
@@ -243,6 +292,7 @@ def test_the_verdict_is_given_only_when_every_sample_agrees(said: list[bool]) ->
     ("judge", "message"),
     [
         ({"question": 3}, r"rubric\.judge: expected"),
+        ({"question": "  "}, r"rubric\.judge\.question: is empty"),
         ({"question": "q", "scale": [5, 1], "pass_at": 3}, "LOW must be below HIGH"),
         ({"question": "q", "scale": [1, 5]}, "needs the lowest passing score"),
         ({"question": "q", "scale": [1, 5], "pass_at": 9}, "needs the lowest passing score"),
