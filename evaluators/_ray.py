@@ -129,8 +129,8 @@ def _causes(ray: ModuleType) -> Iterator[None]:
         cause = failed.cause
         while isinstance(cause, ray.exceptions.RayTaskError):
             cause = cause.cause
-        if isinstance(cause, PlangateError):
-            raise cause from None
+        if isinstance(cause, PlangateError):  # Ray Data adds its advice below the message
+            raise type(cause)(_first_line(cause)) from None
         raise
 
 

@@ -25,6 +25,7 @@ from plangate.evaluators import (
     SCORE_SCHEMA,
     AnswerCheck,
     EvaluatorError,
+    JudgeQuestion,
     Rubric,
     RubricSet,
     ToolExpectation,
@@ -259,3 +260,15 @@ def test_a_cluster_that_refuses_the_driver_says_what_to_do(
     with pytest.raises(EvaluatorError, match=message), _session(ray, listening):  # type: ignore[arg-type]
         pass  # pragma: no cover
     assert [name for name, _ in ray.calls] == ["init"]
+
+
+def test_a_usage_error_on_a_worker_comes_back_as_itself(
+    local_ray: Any, traces: tuple[pa.Table, list[str]]
+) -> None:
+    _, paths = traces
+    asked = RubricSet(default=Rubric(judge=JudgeQuestion(question="Done?", model="openai:j")))
+    with pytest.raises(EvaluatorError) as caught:
+        scored(paths, rubrics=asked, names=["judge"])  # no cassette: nothing recorded
+    assert type(caught.value) is EvaluatorError  # not Ray's wrapper, with its traceback
+    assert str(caught.value).startswith("judge: no recorded reply (no judge cassette given)")
+    assert "\n" not in str(caught.value)
