@@ -359,6 +359,16 @@ def test_plangate_eval_records_the_judge_beside_the_scores_and_replays_it(
     assert replayed.select(SCORED).equals(recorded.select(SCORED))
     assert recorded["outcome"].to_pylist() == ["n/a", "pass", "fail"]
 
+    labels = tmp_path / "labels.csv"  # people agree on "refund" and not on "wrong"
+    labels.write_text("session_id,turn_index,label\nrefund,0,pass\nwrong,0,pass\n")
+    capsys.readouterr()
+    assert main(["agreement", str(scores), str(labels), "--evaluator", "judge", "--json"]) == 0
+    agreed = json.loads(capsys.readouterr().out)
+    assert (agreed["pairs"], agreed["accuracy"]) == (2, 0.5)
+    assert [(d["session_id"], d["evaluator"]) for d in agreed["disagreements"]] == [
+        ("wrong", "fail")
+    ]
+
     capsys.readouterr()
     empty = tmp_path / "other.judge.jsonl"
     assert main([*command, "--force", "--judge-cassette", str(empty)]) == 2
