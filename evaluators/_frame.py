@@ -146,10 +146,11 @@ class TraceFrame:
     def values(self, name: str, positions: Ints) -> pa.Array:
         """A column's values at some positions (-1: null)."""
         missing = positions < 0
+        if not missing.any():
+            rows = positions if self.order is None else self.order[positions]
+            return self.table.column(name).take(rows).combine_chunks()
         rows = positions if self.order is None else np.where(missing, -1, self.order[positions])
-        if missing.any():
-            return self.table.column(name).take(pa.array(rows, mask=missing)).combine_chunks()
-        return self.table.column(name).take(rows).combine_chunks()
+        return self.table.column(name).take(pa.array(rows, mask=missing)).combine_chunks()
 
     def integers(self, name: str, positions: Ints) -> Ints:
         """A column of whole numbers at some positions, as int64 (the column has no nulls)."""

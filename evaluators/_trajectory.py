@@ -57,6 +57,9 @@ IGNORED_TOOLS: tuple[str, ...] = tuple(sorted(PLAN_TOOLS | CONTROL_TOOLS))
 NOT_APPLICABLE = "not applicable: no rubric names the tools this turn must call"
 NO_RUBRIC = "no rubric"
 STRICT, UNORDERED, SUBSET, SUPERSET = range(len(ORDERS))
+FIRST_BAND = 4096
+"""Calls the first band of `_prefixes` spans, about: fewer cost more in fixed steps than in
+calls."""
 
 
 @evaluator("trajectory_match", version=2)
@@ -193,12 +196,14 @@ def _tally(judged: Judged, table: Expectations) -> _Tally:
 def _prefixes(judged: Judged, table: Expectations, strict: Bools, expected: Ints) -> Ints:
     """Per judged turn: how many leading calls fit the expected calls at their places.
 
-    Places are checked in bands of doubling width (1, 2, 4, ...), each only in the turns still
-    matching, so a turn that fails early has few of its calls' arguments parsed.
+    Places are checked in bands of doubling width, each only in the turns still matching, so a
+    turn that fails early has few of its calls' arguments parsed. The first band spans about
+    `FIRST_BAND` calls (at least one place): a band costs a few fixed steps besides its calls,
+    so a few turns (distinct ones, say) are checked at once.
     """
     prefix = np.minimum(judged.calls, expected)
     matching = strict & (prefix > 0)  # turns whose prefix may still end sooner
-    low, width = 0, 1
+    low, width = 0, max(1, FIRST_BAND // max(1, int(np.count_nonzero(matching))))
     while matching.any():
         band = (judged.rank >= low) & (judged.rank < low + width)
         rows = np.flatnonzero(band & matching[judged.turn] & (judged.rank < prefix[judged.turn]))

@@ -61,20 +61,22 @@ class Judged:
         Returns:
             The judged turns.
         """
-        where = np.full(len(frame.turns), -1, dtype=np.int64)
-        where[judged] = np.arange(len(judged))
-        inside = np.flatnonzero(where[frame.tools.turn] >= 0)
+        inside, turn_of = _inside(frame, judged)
         kept = tools.kept[inside]
-        chosen = inside[kept]
-        turn = where[frame.tools.turn[chosen]]
+        everything = bool(kept.all())  # nothing left out: the kept calls are all of them
+        chosen = inside if everything else inside[kept]
+        turn = turn_of if everything else turn_of[kept]
         calls = np.bincount(turn, minlength=len(judged))
         start = np.cumsum(calls) - calls
         texts = frame.values(TOOL_ARGS, frame.tools.position[chosen]).fill_null("")
         encoded = texts.dictionary_encode()
         argument = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         code = tools.code[inside] * (len(encoded.dictionary) + 1)
-        code[kept] += argument + 1  # a left-out call counts by its tool alone
-        every = np.bincount(where[frame.tools.turn[inside]], minlength=len(judged))
+        if everything:
+            code += argument + 1
+        else:
+            code[kept] += argument + 1  # a left-out call counts by its tool alone
+        every = calls if everything else np.bincount(turn_of, minlength=len(judged))
         return cls(
             slot=slot,
             calls=calls,
@@ -118,6 +120,19 @@ class Judged:
             argument=self.argument[rows],
             arguments=self.arguments,
         )
+
+
+def _inside(frame: TraceFrame, judged: Ints) -> tuple[Ints, Ints]:
+    """The TOOL spans (frame.tools rows) of the judged turns, and each one's judged turn.
+
+    Where every turn is judged, that is every TOOL span and its own turn: nothing to look up.
+    """
+    if len(judged) == len(frame.turns):
+        return np.arange(len(frame.tools)), frame.tools.turn
+    where = np.full(len(frame.turns), -1, dtype=np.int64)
+    where[judged] = np.arange(len(judged))
+    inside = np.flatnonzero(where[frame.tools.turn] >= 0)
+    return inside, where[frame.tools.turn[inside]]
 
 
 def _sequences(slot: Ints, counts: Ints, code: Ints) -> pa.Array:

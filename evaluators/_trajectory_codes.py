@@ -64,15 +64,18 @@ class Assignment:
 
 def assign(turns: Turns, rubrics: RubricSet) -> Assignment:
     """Look up every turn's rubric (its own, else the default) column-wise."""
-    own = [(key, rubric) for key, rubric in rubrics.turns.items() if isinstance(key[0], str)]
-    candidates = [rubrics.default, *(rubric for _, rubric in own)]
+    keys = [key for key in rubrics.turns if isinstance(key[0], str)]
+    own = (
+        rubrics.turns.values() if len(keys) == len(rubrics.turns) else map(rubrics.turns.get, keys)
+    )
+    candidates = [rubrics.default, *own]
     ids = np.fromiter(map(id, candidates), dtype=np.uint64, count=len(candidates))
     _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     naming = np.array([_names_tools(candidates[i]) for i in first.tolist()], dtype=bool)
     index = np.where(naming[inverse], inverse, -1)  # per candidate: its distinct rubric, or -1
     slot = np.full(len(turns), index[0], dtype=np.int64)
-    if own and len(turns):
-        _place(slot, turns, [key for key, _ in own], index[1:])
+    if keys and len(turns):
+        _place(slot, turns, keys, index[1:])
     used = np.unique(slot[slot >= 0])
     renumber = np.full(len(first) + 1, -1, dtype=np.int64)
     renumber[used] = np.arange(len(used))
@@ -86,9 +89,9 @@ def _names_tools(rubric: Rubric | None) -> bool:
 
 def _place(slot: Ints, turns: Turns, keys: Sequence[tuple[str, int]], index: Ints) -> None:
     """Give the turns that have their own rubric (at `keys`) that rubric's `index` (in place)."""
-    sessions = pa.array([session for session, _ in keys], pa.string())
-    known = pc.unique(sessions)
-    entry_session = np.asarray(pc.index_in(sessions, value_set=known), dtype=np.int64)
+    sessions = pa.array([session for session, _ in keys], pa.string()).dictionary_encode()
+    known = sessions.dictionary
+    entry_session = np.asarray(sessions.indices, dtype=np.int64)
     turn_session = pc.index_in(turns.session_id, value_set=known).fill_null(-1)
     turn_session_codes = np.asarray(turn_session.to_numpy(zero_copy_only=False), dtype=np.int64)
     entry_turn = np.fromiter((turn for _, turn in keys), dtype=np.int64, count=len(keys))

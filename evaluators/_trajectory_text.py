@@ -144,13 +144,15 @@ def _mismatches(
 
     At the first place where the sequences differ: a call other than the expected one, an
     expected call missing at the end, or an extra call at the end (`at`: the matching prefix).
+    The escaped text is the plain one escaped: the templates' own characters escape as
+    themselves, so that is the template of the escaped parts.
     """
     rows = len(judged.slot)
     has_call = at < judged.calls
     has_expected = at < table.size[judged.slot]
     kinds = [failed & has_call & has_expected, failed & ~has_call, failed & ~has_expected]
     where: list[Ints] = []
-    forms: tuple[list[pa.Array], list[pa.Array]] = ([], [])
+    said: list[pa.Array] = []
     for kind, chosen in enumerate(np.flatnonzero(k) for k in kinds):
         if not len(chosen):
             continue
@@ -158,27 +160,23 @@ def _mismatches(
         last = table.size[judged.slot[chosen]] - 1  # an extra call has no expected call
         check = table.check[table.base[judged.slot[chosen]] + np.minimum(at[chosen], last)]
         where.append(chosen)
-        for form in (0, 1):
-            forms[form].append(_mismatch(kind, pieces, judged, call, check, form))
+        said.append(_mismatch(kind, pieces, judged, call, check))
     blank = strings("", rows)
     if not where:
         return blank, blank
-    index = np.concatenate(where)
-    plain, quoted = (overlay(blank, index, pa.concat_arrays(f)) for f in forms)
-    return plain, quoted
+    index, plain = np.concatenate(where), pa.concat_arrays(said)
+    return overlay(blank, index, plain), overlay(blank, index, escaped(plain))
 
 
-def _mismatch(
-    kind: int, pieces: Pieces, judged: Judged, call: Ints, check: Ints, form: int
-) -> pa.Array:
+def _mismatch(kind: int, pieces: Pieces, judged: Judged, call: Ints, check: Ints) -> pa.Array:
     rows = len(call)
     if kind == 1:
-        return text("missing ", pieces.expected(check, form), rows=rows)
-    described = pieces.call(judged.tool[call], judged.argument[call], form)
+        return text("missing ", pieces.expected(check, 0), rows=rows)
+    described = pieces.call(judged.tool[call], judged.argument[call], 0)
     number: Column = judged.number[call]
     if kind == 2:
         return text("unexpected call ", described, " (call ", number, ")", rows=rows)
     return text(
         "call ", number, " is ", described, " but the rubric expects ",
-        pieces.expected(check, form), rows=rows,
+        pieces.expected(check, 0), rows=rows,
     )  # fmt: skip

@@ -15,6 +15,7 @@ from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
 from plangate.harness import Agent, SimulatedModel, get_domain, load_variant
 from plangate.replay import build_table, canonical_arguments
 from plangate.replay._exporter import trace_table_provider
+from tests.bench.bench_evaluators import synthetic_table
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Call = tuple[str, dict[str, Any]]
@@ -241,6 +242,33 @@ def test_each_turn_gets_its_own_rubric() -> None:
     }
     assert result["a"]["passed"] and result["b"]["passed"]
     assert not result["c"]["passed"] and result["c"]["score"] == 0.0
+
+
+def test_a_key_whose_session_is_not_a_string_matches_no_turn() -> None:
+    table = build_table(rows([SEARCH], "a") + rows([BOOK], "b"))
+    rubrics = RubricSet(
+        turns={("b", 0): Rubric(required_tools=(E_BOOK,)), (0, 0): Rubric(required_tools=(E_BOOK,))}  # type: ignore[dict-item]
+    )
+    result = {
+        r["session_id"]: r for r in evaluate(table, rubrics, names=["trajectory_match"]).to_pylist()
+    }
+    assert result["b"]["passed"] and result["a"]["label"] == "no rubric"
+
+
+@pytest.mark.parametrize("first_band", [1, 3])
+def test_strict_prefixes_do_not_depend_on_the_band_widths(
+    first_band: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, _ = synthetic_table(12, 6, 5)
+    rubric = Rubric(
+        required_tools=tuple(expect("search", query=f"q{c}", limit=10) for c in range(6)),
+        order="strict",
+    )
+    wide = evaluate(table, RubricSet(default=rubric), names=["trajectory_match"])
+    monkeypatch.setattr("plangate.evaluators._trajectory.FIRST_BAND", first_band)
+    narrow = evaluate(table, RubricSet(default=rubric), names=["trajectory_match"])
+    assert narrow.equals(wide)
+    assert 0 < pa.compute.sum(narrow["passed"]).as_py() < 12
 
 
 # -- invariants --------------------------------------------------------------------------------
