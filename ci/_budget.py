@@ -18,7 +18,8 @@ spent nothing: a failed model call is not billed.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -101,6 +102,8 @@ class RunBudget:
     not_run: int = 0
     broken: str | None = None
     """Why the budget cannot be kept (a finished turn's spend is unknown); None while it can."""
+    skipped: set[Hashable] = field(default_factory=set)
+    """The keys `skip` was given: which turns were not run, as the caller names them."""
 
     @classmethod
     def of(cls, limits: BudgetLimits) -> RunBudget:
@@ -149,9 +152,11 @@ class RunBudget:
             return self.broken
         return f"the run's budget of {self.describe()} was reached ({_spent(self.use())} spent)"
 
-    def skip(self) -> str:
-        """Count a turn not run; the reason to record on it."""
+    def skip(self, key: Hashable = None) -> str:
+        """Count a turn not run (kept by `key`, when given); the reason to record on it."""
         self.not_run += 1
+        if key is not None:
+            self.skipped.add(key)
         return self.reason()
 
     def use(self) -> BudgetUse:

@@ -73,7 +73,7 @@ from plangate.evaluators.scores import (
     PASS,
 )
 from plangate.replay import read_dataset
-from plangate.replay.schema import NOT_RUN, SESSION_ID, TRIAL, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
 
 
 async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = None) -> Verdict:
@@ -113,7 +113,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     verdicts = [_decide(gate, name, [r for r in results if r.evaluator == name]) for name in names]
     errors = tuple(e for side, table in side_scores.items() for e in turn_errors(side, table))
     if budget is not None and budget.not_run:  # the budget first: it is why the rest is missing
-        ran = [e for e in errors if not _not_run(e)]
+        ran = [e for e in errors if not _not_run(e, budget)]
         undecided: str | None = "; ".join([_over_budget(budget), *_error_reasons(gate, ran)])
     else:
         undecided = _undecided(gate, errors, results)
@@ -159,9 +159,9 @@ def _over_budget(budget: RunBudget) -> str:
     )
 
 
-def _not_run(error: TurnError) -> bool:
-    """A turn the budget did not run (its message names the `not_run` stop reason)."""
-    return f"({NOT_RUN}: " in error.message
+def _not_run(error: TurnError, budget: RunBudget) -> bool:
+    """A turn the budget did not run (as `replay_scores` keyed it), not one that failed."""
+    return (error.side, error.session_id, error.turn_index, error.trial) in budget.skipped
 
 
 def turn_errors(side: str, scores: pa.Table) -> list[TurnError]:

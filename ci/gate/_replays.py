@@ -89,7 +89,8 @@ async def replay_scores(
         agent = driver or ReferenceAgent(side.variant, span_processor=extra)
         async with limit:
             if budget is not None and budget.reached():  # asked once a turn may start
-                return not_run_table(session_id, turn_index, budget.skip(), side.label)
+                reason = budget.skip((label, session_id, turn_index, repeat))
+                return not_run_table(session_id, turn_index, reason, side.label)
             result = await replay_turn(
                 datasets[name], session_id, turn_index, agent=agent, model=side.model,
                 tools=side.tools, seed=seed, endpoint=gate.endpoint,  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from plangate.ci.gate import GateFileError, gate_with_reports
 from plangate.evaluators import evaluate
 from plangate.replay import build_table
 from plangate.replay.schema import ERROR_STOP_REASONS
-from tests.chat_server import ChatServer, completion, tool_call
+from tests.chat_server import ChatServer, completion, error, tool_call
 from tests.conftest import REPO
 from tests.helpers import plangate
 
@@ -243,7 +243,7 @@ def test_a_gate_over_its_budget_keeps_the_finished_turns_and_cannot_decide(
     assert f"{reason}: {not_run} of {2 * len(CASES)} turns not run" in done.stdout
     verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
     assert verdict["verdict"] == "cannot decide" and verdict["exit_code"] == 2
-    assert reason in verdict["undecided"]
+    assert reason in verdict["undecided"] and "errored turn" not in verdict["undecided"]
     assert verdict["budget"]["tokens"] == spent and verdict["budget"]["not_run"] == not_run
     assert verdict["budget"]["finished"] == run
     assert reason in (out / "summary.md").read_text(encoding="utf-8")
@@ -255,6 +255,34 @@ def test_a_gate_over_its_budget_keeps_the_finished_turns_and_cannot_decide(
     errored = [s for s in baseline + candidate if s["outcome"] == "error"]
     assert len(errored) == 2 * not_run  # two evaluators a turn
     assert all(reason.split(" (")[0] in s["explanation"] for s in errored)
+
+
+def test_a_turn_that_failed_is_told_apart_from_the_turns_the_budget_did_not_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first turn's model call fails (an infrastructure error, nothing spent); then the
+    budget stops the run. The verdict names both, and counts only the failure as an error."""
+    server = ChatServer().start()
+    monkeypatch.setenv("PLANGATE_OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("PLANGATE_OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("PLANGATE_MODEL_RETRIES", "0")
+    finish = [tool_call("finish", '{"summary": "done"}')]
+    server.enqueue(error(500), *[completion(tool_calls=finish, usage=u) for u in USAGE])
+    try:
+        out = tmp_path / "out"
+        done = plangate("gate", str(write_gate(tmp_path)), "-o", str(out), "--budget-tokens", "250")
+    finally:
+        server.close()
+    assert done.returncode == 2, done.stdout + done.stderr
+    run = 1 + allowed(250)  # the failed turn spent nothing
+    assert len(server.requests) == run
+    verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    assert verdict["budget"]["not_run"] == 2 * len(CASES) - run
+    undecided = verdict["undecided"]
+    assert "tokens was reached" in undecided
+    assert "the baseline has 1 errored turn(s)" in undecided, undecided
+    assert f"session {CASES[0]!r} turn 0" in undecided
+    assert "candidate has" not in undecided  # its errors are all turns not run
 
 
 def test_a_replay_over_its_budget_reports_the_rest_as_not_run(
