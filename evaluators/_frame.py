@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 from plangate.replay.schema import (
     NAME,
     SESSION_ID,
-    SPAN_KIND,
     START_TIME,
     TOOL_NAME,
     TOOL_SPAN_PREFIX,
@@ -27,8 +26,6 @@ from plangate.replay.schema import (
 )
 
 Ints = npt.NDArray[np.int64]
-KINDS = ("AGENT", "LLM", "TOOL")
-"""The span kinds evaluators read, by code (0, 1, 2); any other kind is -1."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,7 +79,7 @@ class TraceFrame:
     order of the table (importers write spans in trajectory order).
     """
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, kinds: npt.NDArray[np.int8]) -> None:
         self.table = table
         """The validated table, in its own order."""
         self._columns: dict[str, pa.Array] = {}
@@ -90,10 +87,9 @@ class TraceFrame:
         self.order, self.turn, turn_starts = _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
         `turn`: each position's turn number."""
-        kind = _kind_codes(table.column(SPAN_KIND))
-        kind = kind if self.order is None else kind[self.order]
+        kind = kinds if self.order is None else kinds[self.order]
         self.kind = kind
-        """Each position's kind: an index into `KINDS`, -1 for another kind."""
+        """Each position's kind: an index into `SPAN_KIND_CODES` (0 AGENT, 1 LLM, 2 TOOL, ...)."""
         self.agents = Spans.at(np.flatnonzero(kind == 0), self.turn)
         self.llms = Spans.at(np.flatnonzero(kind == 1), self.turn)
         self.tools = Spans.at(np.flatnonzero(kind == 2), self.turn)
@@ -185,8 +181,7 @@ class TraceFrame:
 
 def prepare(table: pa.Table) -> TraceFrame:
     """Validate a trace table and prepare its frame."""
-    validate_table(table)
-    return TraceFrame(table)
+    return TraceFrame(table, validate_table(table))
 
 
 def _turn_order(table: pa.Table) -> tuple[Ints | None, Ints, Ints]:
@@ -266,17 +261,6 @@ def _block_order(block_key: Ints, blocks: Ints, rows: int) -> Ints | None:
     sizes = np.diff(np.append(blocks, rows))[by_key]
     moved_to = np.cumsum(sizes) - sizes
     return np.repeat(blocks[by_key] - moved_to, sizes) + np.arange(rows, dtype=np.int64)
-
-
-def _kind_codes(kinds: pa.ChunkedArray) -> npt.NDArray[np.int8]:
-    """Each span's kind as an index into `KINDS` (-1 for another), in table order.
-
-    Looked up in the three kinds rather than encoded: the lookup hashes against a set of three.
-    """
-    if not len(kinds):
-        return np.zeros(0, dtype=np.int8)
-    found = pc.index_in(kinds, value_set=pa.array(KINDS, pa.string()))
-    return np.asarray(found.fill_null(-1).to_numpy(), dtype=np.int8)
 
 
 def _whole(column: pa.ChunkedArray) -> pa.Array:

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from plangate.evaluators._columns import TurnScores, text
-from plangate.evaluators._frame import KINDS, TraceFrame, Turns
+from plangate.evaluators._frame import TraceFrame, Turns
 from plangate.evaluators._plan_components import Limits, verdicts
 from plangate.evaluators._plan_evidence import Calls, Snapshots, tally
 from plangate.evaluators._plan_items import Bools, Ints, changes, items_of, parse_entries
@@ -50,11 +50,12 @@ from plangate.replay.schema import (
     NAME,
     PLAN,
     PLAN_TOOLS,
+    SPAN_KIND_CODES,
     TOOL_NAME,
     TOOL_SPAN_PREFIX,
 )
 
-AGENT = KINDS.index("AGENT")
+AGENT = SPAN_KIND_CODES.index("AGENT")
 
 
 @evaluator("plan_adherence", version=2)

@@ -15,6 +15,7 @@ import pyarrow as pa
 U64 = npt.NDArray[np.uint64]
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection mod 2**64
 _SHIFT = np.uint64(29)
+_HALF = np.uint64(32)
 _WORDS = 8
 """A fingerprint reads a string's first `_WORDS` words (64 bytes), and its last 8 bytes."""
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)
@@ -27,8 +28,15 @@ def surely_distinct(strings: pa.Array) -> bool:
         return True
     if strings.type != pa.string() or strings.null_count:
         return False
-    fingerprints = np.sort(_fingerprints(strings))
-    return not (fingerprints[1:] == fingerprints[:-1]).any()
+    fingerprints = _fingerprints(strings)
+    high = (fingerprints >> _HALF).astype(np.uint32)  # 32 bits sort twice as fast as 64
+    ordered = np.sort(high)
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return True
+    # A few halves meet by chance (n² / 2**33 pairs are expected): compare those whole.
+    meeting = np.sort(fingerprints[np.isin(high, ordered[1:][same])])
+    return not (meeting[1:] == meeting[:-1]).any()
 
 
 def _fingerprints(strings: pa.Array) -> U64:

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -82,6 +82,11 @@ SPAN_KINDS = frozenset(
      "EVALUATOR", "PROMPT", "DECISION", "UNKNOWN"}
 )  # fmt: skip
 """OpenInference span kinds."""
+SPAN_KIND_CODES: tuple[str, ...] = (
+    "AGENT", "LLM", "TOOL", *sorted(SPAN_KINDS - {"AGENT", "LLM", "TOOL"})
+)  # fmt: skip
+"""The span kinds in the order of the codes `validate_table` returns: what evaluators read first."""
+_SPAN_KIND_VALUES = pa.array(SPAN_KIND_CODES, pa.string())
 STATUS_CODES = frozenset({"OK", "ERROR", "UNSET"})
 
 STOP_REASONS = HARNESS_STOP_REASONS
@@ -203,8 +208,11 @@ def empty_table() -> pa.Table:
     return SCHEMA.empty_table()
 
 
-def validate_table(table: pa.Table, where: str = "trace table") -> None:
-    """Check a table's columns, types and values; the error names the column and the row."""
+def validate_table(table: pa.Table, where: str = "trace table") -> npt.NDArray[np.int8]:
+    """Check a table's columns, types and values; the error names the column and the row.
+
+    Returns each row's span kind as an index into `SPAN_KIND_CODES` (read once, for the check).
+    """
     present = set(table.column_names)
     missing = [name for name in COLUMNS if name not in present]
     if missing:
@@ -217,9 +225,22 @@ def validate_table(table: pa.Table, where: str = "trace table") -> None:
         if not expected.nullable and table.column(name).null_count:
             row = table.column(name).to_pylist().index(None)
             raise TraceTableError(f"{where}: row {row}, column {name!r} is null; it is required")
-    _check_values(table, SPAN_KIND, SPAN_KINDS, where)
+    kinds = _kind_codes(table, where)
     _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=_changes(table, STATUS_CODE))
     _check_unique_spans(table, where)
+    return kinds
+
+
+def _kind_codes(table: pa.Table, where: str) -> npt.NDArray[np.int8]:
+    """Each row's span kind as an index into `SPAN_KIND_CODES`; a kind not there is an error."""
+    kinds = table.column(SPAN_KIND)
+    if not len(kinds):
+        return np.zeros(0, dtype=np.int8)
+    found = pc.index_in(kinds, value_set=_SPAN_KIND_VALUES)
+    if found.null_count:
+        row = pc.index(pc.is_null(found), True).as_py()
+        _not_allowed(table, SPAN_KIND, row, SPAN_KINDS, where)
+    return np.asarray(found.to_numpy(), dtype=np.int8)
 
 
 def _changes(table: pa.Table, column: str) -> npt.NDArray[np.int64] | None:
@@ -252,12 +273,17 @@ def _check_values(
     ok = pc.is_in(seen, value_set=pa.array(sorted(allowed)))
     if not pc.all(ok).as_py():
         index = pc.index(ok, False).as_py()
-        index = index if rows is None else int(rows[index])
-        choices = ", ".join(sorted(allowed))
-        raise TraceTableError(
-            f"{where}: row {index}, column {column!r} is {values[index].as_py()!r}; "
-            f"allowed: {choices}"
-        )
+        _not_allowed(table, column, index if rows is None else int(rows[index]), allowed, where)
+
+
+def _not_allowed(
+    table: pa.Table, column: str, row: int, allowed: frozenset[str], where: str
+) -> NoReturn:
+    """A value not allowed in its column: the error names the row, the value and the choices."""
+    raise TraceTableError(
+        f"{where}: row {row}, column {column!r} is {table.column(column)[row].as_py()!r}; "
+        f"allowed: {', '.join(sorted(allowed))}"
+    )
 
 
 def _check_unique_spans(table: pa.Table, where: str) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.replay._fingerprint import surely_distinct
+from plangate.replay._fingerprint import _fingerprints, surely_distinct
 
 # Short alphabets make equal strings common; long strings reach past the 64 bytes read in full.
 TEXTS = st.one_of(
@@ -43,3 +46,12 @@ def test_strings_equal_but_for_bytes_past_the_first_64_are_told_apart() -> None:
 
 def test_a_column_with_nulls_is_left_to_the_exact_check() -> None:
     assert not surely_distinct(pa.array(["a", None, "b"]))
+
+
+def test_fingerprints_whose_halves_meet_by_chance_are_compared_whole() -> None:
+    chance = random.Random(7)
+    ids = [f"{chance.getrandbits(64):016x}" for _ in range(300_000)]  # ~10 pairs of halves meet
+    high = _fingerprints(pa.array(ids)) >> np.uint64(32)
+    assert len(np.unique(high)) < len(ids)  # the path under test is taken
+    assert surely_distinct(pa.array(ids))
+    assert not surely_distinct(pa.array([*ids, ids[123_456]]))
