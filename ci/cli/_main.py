@@ -86,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         verb = getattr(args, f"{args.command}_command", None)
+        _system_allocator()
         for flag, variable in ENDPOINT_FLAGS.items():  # read where openai: models are made
             if getattr(args, flag, None) is not None:
                 os.environ[variable] = str(getattr(args, flag))
@@ -105,6 +106,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as exc:
         return _internal(exc)
+
+
+def _system_allocator() -> None:
+    """Arrow allocates through the C library's malloc, unless `ARROW_DEFAULT_MEMORY_POOL` says.
+
+    Arrow's default (mimalloc) hands freed pages back to the system soon after, so tables of the
+    same size made one after another fault their memory in again, thousands of pages a table;
+    with one allocator for Arrow and NumPy the memory is reused (`make bench`: the evaluators
+    10-20 % faster, streaming about 15 % faster with a lower peak RSS). A command only: a library
+    does not change its caller's process. Arrow reads the variable when it is imported (the
+    commands that need no table never import it); a caller that imported it already is switched.
+    """
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"  # a local Ray's workers inherit it too
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
 def _internal(exc: BaseException) -> int:

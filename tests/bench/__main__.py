@@ -10,6 +10,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
@@ -164,6 +165,10 @@ def main() -> None:
             "(install it with `pip install -e '.[bench]'`).",
             markup=False,
         )
+    # Arrow's allocator as the plangate command sets it (ci/cli/_main.py); bench_peers also
+    # times two rows on Arrow's default, what a library caller gets.
+    pa.set_memory_pool(pa.system_memory_pool())
+    console.print("Arrow memory pool: the C library's malloc, as the plangate command uses")
     load = os.getloadavg()
     results = asyncio.run(bench_loop.run_all())
     console.print(table(results))

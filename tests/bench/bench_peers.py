@@ -15,6 +15,11 @@ calls in its own input format, built before any timing:
   agentevals' strict trajectory match on OpenAI-style messages. Both compare every trajectory
   with the same reference: the generator's trajectory without a loop.
 
+Plangate's rows run on the memory pool the `plangate` command gives Arrow (the C library's
+malloc; see `ci/cli/_main.py`); the `… Arrow's default pool` rows run the same on Arrow's own
+default (mimalloc), what a program that calls `evaluate` gets unless it sets
+`ARROW_DEFAULT_MEMORY_POOL=system`.
+
 Each step is timed whole with `perf_counter`, best of a few repeats, in one process. A peer that
 takes milliseconds per trajectory is timed on the first `SUBSET` trajectories (its rate is
 per trajectory either way; the row says so) and its verdicts come from one more, untimed pass
@@ -31,7 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any, Literal, TypeVar
 
@@ -50,6 +55,15 @@ from plangate.evaluators import (
 )
 from plangate.harness import call_runs
 from tests.bench.bench_evaluators import synthetic_table
+from tests.bench.peer_inputs import (
+    CALLS,
+    ToolCall,
+    Trajectory,
+    arrow_pool,
+    reference,
+    run_keys,
+    trajectories,
+)
 
 # Set before DeepEval or agentevals is imported (both read them at import or on first use):
 # DeepEval's PostHog telemetry and update check, its dotenv and legacy key file loading (which
@@ -67,7 +81,6 @@ OFFLINE = {
 os.environ.update(OFFLINE)
 
 TRAJECTORIES = 2_000
-CALLS = 20
 SEED = 7
 REPEATS = 3
 SUBSET = 200
@@ -79,38 +92,18 @@ ANSWER = "The numbers add up."
 
 Key = Literal[
     "loops",
+    "loops_default_pool",
     "loops_frame",
     "runs",
     "runs_table",
     "deepeval",
     "deepeval_quiet",
     "trajectory",
+    "trajectory_default_pool",
     "agentevals",
 ]
 Counted = Literal["flagged", "passed"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCall:
-    """One call of a trajectory as the agent made it."""
-
-    name: str
-    """Tool name."""
-    arguments: str
-    """The arguments' JSON text as sent (not canonical)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Trajectory:
-    """One turn's tool calls, in order."""
-
-    session_id: str
-    """Session of the turn in the trace table."""
-    turn_index: int
-    """Index of the turn in its session."""
-    calls: tuple[ToolCall, ...]
-    """The turn's calls."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,43 +176,6 @@ TARGETS = (
 )  # fmt: skip
 
 
-# -- the shared trajectories -----------------------------------------------------------------
-
-
-def trajectories(table: pa.Table, raw: Sequence[str]) -> list[Trajectory]:
-    """The table's turns with their calls; `raw` holds the argument texts of its TOOL rows."""
-    tools = table.filter(pc.equal(table["span_kind"], "TOOL"))
-    by_turn: dict[tuple[str, int], list[ToolCall]] = {}
-    for session, turn, name, text in zip(
-        tools["session_id"].to_pylist(),
-        tools["turn_index"].to_pylist(),
-        tools["tool_name"].to_pylist(),
-        raw,
-        strict=True,
-    ):
-        by_turn.setdefault((session, turn), []).append(ToolCall(name=name, arguments=text))
-    return [
-        Trajectory(session_id=s, turn_index=t, calls=tuple(calls))
-        for (s, t), calls in by_turn.items()
-    ]
-
-
-def reference(calls: int = CALLS) -> tuple[ToolCall, ...]:
-    """The generator's trajectory without a loop: what every trajectory is matched against."""
-    return tuple(
-        ToolCall(name="search", arguments=json.dumps({"query": f"q{c}", "limit": 10}))
-        for c in range(calls)
-    )
-
-
-def run_keys(table: pa.Table) -> tuple[Any, Any]:
-    """Call keys (tool name and canonical arguments) and turn labels of the TOOL rows."""
-    tools = table.filter(pc.equal(table["span_kind"], "TOOL"))
-    keys = pc.binary_join_element_wise(tools["tool_name"], tools["tool_args"], " ")
-    groups = pc.binary_join_element_wise(tools["session_id"], tools["trace_id"], "/")
-    return keys.to_numpy(zero_copy_only=False), groups.to_numpy(zero_copy_only=False)
-
-
 def best_of(step: Callable[[], T], repeats: int = REPEATS) -> tuple[float, T]:
     """Best wall time of `repeats` runs of `step` (seconds), and the last run's result."""
     times = []
@@ -244,6 +200,14 @@ def missing(key: Key, name: str, why: str) -> PeerResult:
 
 
 # -- plangate ----------------------------------------------------------------------------------
+
+
+def on_default_pool(row: Callable[[], PeerResult], key: Key) -> PeerResult:
+    """A plangate row measured again on Arrow's default pool (mimalloc), keyed `key`."""
+    with arrow_pool(pa.mimalloc_memory_pool()):
+        measured = row()
+    note = "the same on Arrow's default pool (mimalloc), as a library caller gets it"
+    return replace(measured, key=key, name=f"{measured.name}, Arrow's default pool", note=note)
 
 
 def count_outcome(scores: pa.Table, outcome: str) -> int:
@@ -434,10 +398,16 @@ def run_all() -> list[PeerResult]:
     """Every row, measured in this process on the same trajectories."""
     table, raw = synthetic_table(TRAJECTORIES, CALLS, SEED)
     turns = trajectories(table, raw)
+    rubrics = rubric_set(turns)
+    with arrow_pool(pa.system_memory_pool()):  # the plangate command's
+        loops = loop_rows(table)
+        matched = trajectory_row(table, rubrics)
     return [
-        *loop_rows(table),
+        *loops,
+        on_default_pool(lambda: loop_rows(table)[0], "loops_default_pool"),
         *deepeval_rows(turns),
-        trajectory_row(table, rubric_set(turns)),
+        matched,
+        on_default_pool(lambda: trajectory_row(table, rubrics), "trajectory_default_pool"),
         agentevals_row(turns),
     ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -124,3 +125,19 @@ def test_listings() -> None:
     assert "alyx" in plangate("variants").stdout
     assert "support" in plangate("domains").stdout
     assert "sim:announcer" in plangate("models").stdout
+
+
+@pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_the_command_allocates_arrow_memory_through_malloc_unless_told(
+    chosen: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    if chosen is not None:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    for first in ("import pyarrow; ", ""):  # Arrow loaded before the command runs, or after
+        script = (
+            f"{first}from plangate.ci.cli import main; code = main(['variants']); "
+            "import pyarrow; print(code, pyarrow.default_memory_pool().backend_name)"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert done.stdout.split()[-2:] == ["0", expected], done.stderr
