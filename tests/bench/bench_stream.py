@@ -9,15 +9,16 @@ spans. Two layouts of the same rows:
 - interleaved: each copy's even turns in one file and its odd turns in another, the files named
   so that every session is spread over two files far apart (spilled by session hash first).
 
-`plangate eval FOLDER -o OUT` runs in a child process; its peak RSS is the child's own
-(`os.wait4`), its rate the one it prints (the whole command: the session check, the spill, the
+`plangate eval FOLDER -o OUT` runs in a child process; its peak RSS is the one the child reads
+from `/proc/self/status` (`VmHWM`) as it ends: the `ru_maxrss` that `os.wait4` gives would
+start from the bench's own RSS at the fork (Linux keeps the larger through `exec`). Its rate is
+the one it prints (the whole command: the session check, the spill, the
 scoring and the writing; not the interpreter's start). Target: peak RSS < 2 GiB at the default
 batch size, whatever the source's size. Run alone: `python -m tests.bench.bench_stream [SPANS]`.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -42,6 +43,16 @@ BASE_TURNS = 10_000
 """Turns of the base table (410,000 spans): copies of it make the source."""
 TARGET_RSS_MIB = 2_048
 LAYOUTS = ("in order", "interleaved")
+CHILD = """
+import sys
+from plangate.ci.cli import main  # what `python -m plangate` runs
+code = main(sys.argv[1:])
+with open("/proc/self/status") as status:
+    print(*(line.strip() for line in status if line.startswith("VmHWM:")), flush=True)
+sys.exit(code)
+"""
+"""The child: the plangate command, then its own peak RSS."""
+PEAK = re.compile(r"^VmHWM:\s+(\d+) kB$", re.MULTILINE)
 RATE = re.compile(r"([\d,]+) spans scored in ([\d,.]+) s \(([\d,]+) spans/s\)")
 
 
@@ -112,18 +123,18 @@ def run_eval(source: Path, output: Path) -> tuple[float, float, str]:
     log = output.with_suffix(".log")
     began = time.perf_counter()
     with log.open("w") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "plangate", "eval", str(source), "-o", str(output)],
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD, "eval", str(source), "-o", str(output)],
             stdout=out,
             stderr=subprocess.STDOUT,
+            check=False,
         )
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.perf_counter() - began
     text = log.read_text()
-    if child.returncode != 0:
+    peak = PEAK.search(text)
+    if child.returncode != 0 or peak is None:
         raise RuntimeError(f"plangate eval exited {child.returncode}: {text[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, text
+    return seconds, int(peak.group(1)) / 1024, text
 
 
 def measure(base: pa.Table, spans: int, layout: str, folder: Path) -> StreamResult:
