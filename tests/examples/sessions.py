@@ -186,6 +186,18 @@ async def replay_all(
         )
 
 
+def why_stopped(results: Iterable[Any]) -> list[str]:
+    """Each turn that did not finish, with its AGENT row's status message (what failed)."""
+    told = []
+    for r in results:
+        if r.stop_reason == "finished":
+            continue
+        rows = [] if r.table is None else r.table.to_pylist()
+        status = [row["status_message"] for row in rows if row["span_kind"] == "AGENT"]
+        told.append(f"{r.session_id} turn {r.turn_index}: {r.stop_reason}: {status or r.error}")
+    return told
+
+
 def gate(
     folder: Path,
     golden: Path,

@@ -41,6 +41,7 @@ from tests.examples.sessions import (
     replay_all,
     some,
     some_sessions,
+    why_stopped,
     work_over,
 )
 
@@ -130,7 +131,9 @@ def test_every_turn_replays_identically_with_the_strict_cassette(golden: Path) -
     dataset = read_dataset(golden)
     results = asyncio.run(replay_all(dataset, spec()))
     assert len(results) == dataset.turns.num_rows == len(TURNS) == 20
-    assert [(r.error, r.divergence) for r in results] == [(None, None)] * len(TURNS)
+    assert [(r.error, r.divergence) for r in results] == [(None, None)] * len(TURNS), why_stopped(
+        results
+    )
     assert all(r.stop_reason == "finished" for r in results)
 
 
@@ -138,7 +141,9 @@ def test_a_fresh_simulated_model_gives_the_recorded_trajectories(golden: Path) -
     # What the gate does: each turn alone, its history restored, a new simulated model whose
     # call ids continue the session's; the desk calls answered from the tool cassette.
     results = asyncio.run(replay_all(read_dataset(golden), spec(), "sim:diligent"))
-    assert [(r.error, r.divergence) for r in results] == [(None, None)] * len(TURNS)
+    assert [(r.error, r.divergence) for r in results] == [(None, None)] * len(TURNS), why_stopped(
+        results
+    )
 
 
 def test_the_gate_catches_a_lower_max_steps(tmp_path: Path, golden: Path) -> None:
