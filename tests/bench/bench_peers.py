@@ -215,21 +215,31 @@ def count_outcome(scores: pa.Table, outcome: str) -> int:
     return int(pc.sum(pc.equal(scores["outcome"], outcome)).as_py() or 0)
 
 
+def loops_row(table: pa.Table) -> PeerResult:
+    """`tool_call_loops` through `evaluate`, on the whole table."""
+    seconds, scores = best_of(lambda: evaluate(table, names=["tool_call_loops"]))
+    return PeerResult(
+        key="loops",
+        name="plangate evaluate(tool_call_loops)",
+        trajectories=TRAJECTORIES,
+        seconds=seconds,
+        count=count_outcome(scores, "fail"),
+        counted="flagged",
+        note="whole table: validation and the evaluators' frame included",
+    )
+
+
 def loop_rows(table: pa.Table) -> list[PeerResult]:
-    """`tool_call_loops` on the whole table, and the bare run detector on its column."""
+    """`tool_call_loops` on the whole table and alone, and the bare run detector on its column."""
     keys, groups = run_keys(table)
     seconds, runs = best_of(lambda: call_runs(keys, groups))
     from_table, _ = best_of(lambda: call_runs(*run_keys(table)))
     looping = len(set(groups[runs.starts[runs.lengths > MAX_REPEATS]]))
-    loops, scores = best_of(lambda: evaluate(table, names=["tool_call_loops"]))
     frames = iter([prepare(table) for _ in range(REPEATS)])  # each timed run on a fresh frame
     function = evaluators()["tool_call_loops"].function
     alone, _ = best_of(lambda: function(next(frames), RubricSet()))
     return [
-        PeerResult(key="loops", name="plangate evaluate(tool_call_loops)",
-                   trajectories=TRAJECTORIES, seconds=loops,
-                   count=count_outcome(scores, "fail"), counted="flagged",
-                   note="whole table: validation and the evaluators' frame included"),
+        loops_row(table),
         PeerResult(key="loops_frame", name="plangate tool_call_loops on a prepared frame",
                    trajectories=TRAJECTORIES, seconds=alone,
                    note="the evaluator alone: table validated and grouped by turn before timing"),
@@ -404,7 +414,7 @@ def run_all() -> list[PeerResult]:
         matched = trajectory_row(table, rubrics)
     return [
         *loops,
-        on_default_pool(lambda: loop_rows(table)[0], "loops_default_pool"),
+        on_default_pool(lambda: loops_row(table), "loops_default_pool"),
         *deepeval_rows(turns),
         matched,
         on_default_pool(lambda: trajectory_row(table, rubrics), "trajectory_default_pool"),
