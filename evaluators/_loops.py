@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plangate.evaluators._columns import TurnScores
 from plangate.evaluators._frame import TraceFrame
@@ -135,12 +136,14 @@ def _keys(frame: TraceFrame) -> tuple[Ints, Keys]:
 
     A call without a tool name has the code -1. Two pairs that join to the same text ("a b"
     and "c", "a" and "b c") are one key: where a tool name holds a space, the pairs made are
-    written out and those of the same text take the first one's code.
+    written out and those of the same text take the first one's code. Empty arguments are no
+    arguments ("search" and "" join as "search" and null do).
     """
     name, names = _codes_at(frame, TOOL_NAME)
     argument, arguments = _codes_at(frame, TOOL_ARGS)
     keys = Keys(names=names, arguments=arguments)
-    argument[argument < 0] = len(arguments)  # no arguments
+    empty = pc.index(arguments, "").as_py()
+    argument[(argument < 0) | (argument == empty)] = len(arguments)  # no arguments
     code = np.where(name >= 0, name * (len(arguments) + 1) + argument, -1)
     if any(" " in n for n in names.to_pylist()):
         code = _by_text(code, keys)

@@ -343,6 +343,15 @@ def test_a_name_and_arguments_that_join_to_the_same_text_are_the_same_call() -> 
     assert_matches_reference(table, {})
 
 
+def test_empty_arguments_are_no_arguments() -> None:
+    # found by the test above: "search" with "" and "search" with null were two calls
+    table = one_turn([("search", "", "r"), ("search", None, "r"), ("search", None, "r")])
+    row = evaluate(table, names=["tool_call_loops"]).to_pylist()[0]
+    details = json.loads(row["details"])
+    assert (row["label"], details["longest_run"], details["redundant"]) == ("loop", 3, 2)
+    assert_matches_reference(table, {})
+
+
 def test_calls_without_a_name_never_run_but_repeat_each_other() -> None:
     table = one_turn([(None, "x", "r"), (None, "x", "r"), (None, "y", "r"), ("t", None, None)])
     details = json.loads(evaluate(table, names=["tool_call_loops"]).to_pylist()[0]["details"])
