@@ -34,13 +34,11 @@ types: $(STAMP)
 
 check: lint types
 
-# The Node.js example agent's turns fail to start now and then beside other tests on a second
-# worker (not understood yet): its tests run alone, after the rest.
-NODE_TESTS = tests/examples/test_node_agent.py
-
+# Each test file runs on one worker (`loadfile`): its module fixtures, such as the Node.js
+# example's `npm ci`, are built once. (pytest-xdist's `loadgroup` marks are lost under pytest 9,
+# which names items from `_id`: two workers then ran the same file's `npm ci` at once.)
 test: check
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --ignore=$(NODE_TESTS)
-	$(BIN)/python -m pytest -q $(NODE_TESTS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.bench

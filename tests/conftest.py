@@ -116,20 +116,3 @@ def find_chromium() -> Any:
 def chromium() -> Any:
     """Path to a Chromium binary for headless browser tests (see `find_chromium`)."""
     return find_chromium()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, each test file on one worker; the Phoenix tests on one, the examples
-    on one.
-
-    `make test` runs `-n 2 --dist loadgroup`: a file's module fixtures are built once, one
-    Phoenix server serves the run, and the agents of `examples/` (real frameworks, a Node.js
-    agent) never run beside each other: run side by side, the Node.js agent's turns failed to
-    start now and then (agent_error at the first step), not understood yet.
-    """
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        group = next((g for g in ("phoenix", "examples") if path.startswith(f"tests/{g}/")), path)
-        item.add_marker(pytest.mark.xdist_group(group))
