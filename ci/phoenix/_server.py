@@ -99,7 +99,8 @@ def server_python(
 
     `progress` hears what takes long (creating the environment: about two minutes).
     """
-    folder = Path(env or os.environ.get(ENV_VARIABLE) or DEFAULT_ENV)
+    # Absolute from here on: the working directory may change while it is being created.
+    folder = Path(env or os.environ.get(ENV_VARIABLE) or DEFAULT_ENV).absolute()
     python = folder / "bin" / "python"
     if _has_server(python):
         return python

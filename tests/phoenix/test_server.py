@@ -10,7 +10,9 @@ import socket
 import threading
 from pathlib import Path
 
-from plangate.ci.phoenix._server import down, free_port, free_ports, status
+import pytest
+
+from plangate.ci.phoenix._server import down, free_port, free_ports, server_python, status
 from tests.helpers import plangate
 
 LISTEN = "0A"
@@ -189,3 +191,14 @@ def test_a_server_environment_that_cannot_be_made_is_a_usage_error(tmp_path: Pat
     assert f"plangate: error: could not create the Phoenix server environment in {nowhere}" in (
         done.stderr
     )
+
+
+def test_the_server_environment_is_found_from_any_working_directory(
+    phoenix_environment: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It is created in the background while other tests run, and pytester's tests change the
+    # working directory meanwhile: a relative path is made absolute before it is used.
+    found = server_python(os.path.relpath(phoenix_environment.parent.parent), create=False)
+    monkeypatch.chdir(tmp_path)
+    assert found.is_absolute() and found.is_file()
+    assert found == phoenix_environment
