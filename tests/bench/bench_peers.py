@@ -20,7 +20,10 @@ malloc; see `ci/cli/_main.py`); the `… Arrow's default pool` rows run the same
 default (mimalloc), what a program that calls `evaluate` gets unless it sets
 `ARROW_DEFAULT_MEMORY_POOL=system`.
 
-Each step is timed whole with `perf_counter`, best of a few repeats, in one process. A peer that
+Each step is timed whole with `perf_counter`, in one process: the best of `REPEATS` runs, or of
+as many as fill `SAMPLE` seconds (up to `MOST`), as `timeit` picks its number of runs: a step of
+milliseconds is timed as often as a step of a second lasts, so that one disturbed run does not
+decide its row. A peer that
 takes milliseconds per trajectory is timed on the first `SUBSET` trajectories (its rate is
 per trajectory either way; the row says so) and its verdicts come from one more, untimed pass
 over all of them. Both peers are deterministic (neither calls a model); importing this module
@@ -83,6 +86,13 @@ os.environ.update(OFFLINE)
 TRAJECTORIES = 2_000
 SEED = 7
 REPEATS = 3
+"""Runs of every step, at least."""
+SAMPLE = 0.25
+"""Seconds of runs a step gets, at least (short steps run more often)."""
+MOST = 50
+"""Runs of a step, at most."""
+FRAMES = 12
+"""Prepared frames the evaluator alone is timed on (one per run: a frame keeps what it read)."""
 SUBSET = 200
 """Trajectories the peers that take milliseconds per trajectory are timed on."""
 MAX_REPEATS = 2
@@ -94,6 +104,7 @@ Key = Literal[
     "loops",
     "loops_default_pool",
     "loops_frame",
+    "prepare",
     "runs",
     "runs_table",
     "deepeval",
@@ -176,10 +187,13 @@ TARGETS = (
 )  # fmt: skip
 
 
-def best_of(step: Callable[[], T], repeats: int = REPEATS) -> tuple[float, T]:
-    """Best wall time of `repeats` runs of `step` (seconds), and the last run's result."""
-    times = []
-    for _ in range(repeats):
+def best_of(step: Callable[[], T], repeats: int = REPEATS, most: int = MOST) -> tuple[float, T]:
+    """Best wall time of `step` (seconds), and the last run's result.
+
+    At least `repeats` runs, more while they sum to under `SAMPLE` seconds (at most `most`).
+    """
+    times: list[float] = []
+    while len(times) < repeats or (sum(times) < SAMPLE and len(times) < most):
         began = time.perf_counter()
         result = step()
         times.append(time.perf_counter() - began)
@@ -235,14 +249,18 @@ def loop_rows(table: pa.Table) -> list[PeerResult]:
     seconds, runs = best_of(lambda: call_runs(keys, groups))
     from_table, _ = best_of(lambda: call_runs(*run_keys(table)))
     looping = len(set(groups[runs.starts[runs.lengths > MAX_REPEATS]]))
-    frames = iter([prepare(table) for _ in range(REPEATS)])  # each timed run on a fresh frame
+    fresh = [prepare(table) for _ in range(FRAMES)]  # each timed run on a fresh frame
+    frames = iter(fresh)
     function = evaluators()["tool_call_loops"].function
-    alone, _ = best_of(lambda: function(next(frames), RubricSet()))
+    alone, _ = best_of(lambda: function(next(frames), RubricSet()), most=len(fresh))
     return [
         loops_row(table),
         PeerResult(key="loops_frame", name="plangate tool_call_loops on a prepared frame",
                    trajectories=TRAJECTORIES, seconds=alone,
                    note="the evaluator alone: table validated and grouped by turn before timing"),
+        PeerResult(key="prepare", name="plangate prepare: validation and the evaluators' frame",
+                   trajectories=TRAJECTORIES, seconds=best_of(lambda: prepare(table))[0],
+                   note="what every evaluate() does before its evaluators: no evaluator run"),
         PeerResult(key="runs", name="plangate call_runs on the canonical column",
                    trajectories=TRAJECTORIES, seconds=seconds, count=looping, counted="flagged",
                    note=f"keys and labels built before timing; flagged: a run > {MAX_REPEATS}"),
@@ -438,11 +456,33 @@ def verdict(results: Sequence[PeerResult]) -> list[str]:
     return lines
 
 
+def floor(results: Sequence[PeerResult]) -> str | None:
+    """What the loop targets leave for the whole table, beside what preparing it takes.
+
+    Every evaluation validates its table and groups it by turn first (`prepare`): a target that
+    leaves less time than that cannot be met by any evaluator that checks its input.
+    """
+    seconds = {r.key: r.seconds for r in results}
+    rates = {r.key: r.per_second for r in results}
+    if seconds.get("prepare") is None:
+        return None
+    allowed = [
+        f"{target.text.removeprefix('tool_call_loops ')}: "
+        f"{TRAJECTORIES / (rate * target.at_least) * 1e3:.1f} ms"
+        for target in TARGETS
+        if target.fast == "loops" and (rate := rates.get(target.slow))
+    ]
+    prepared = f"{seconds['prepare'] * 1e3:.1f} ms"
+    return f"floor: prepare alone takes {prepared}; each loop target allows, for all of it: " + (
+        "; ".join(allowed)
+    )
+
+
 def table(results: Sequence[PeerResult]) -> Table:
     """The rows, with the targets as the caption."""
     grid = Table(
         title=f"Plangate and its peers on the same {TRAJECTORIES:,} trajectories of {CALLS} calls",
-        caption="\n".join(["targets:", *verdict(results)]),
+        caption="\n".join(["targets:", *verdict(results), *filter(None, [floor(results)])]),
         caption_justify="left",
     )
     grid.add_column("measurement")
