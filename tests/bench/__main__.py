@@ -26,6 +26,7 @@ from tests.bench import (
     bench_redact,
     bench_replay,
     bench_stream,
+    peer_results,
 )
 from tests.bench.bench_loop import Result
 
@@ -187,7 +188,7 @@ def main() -> None:
     console.print(evaluator_table(evaluator_results))
     console.print("\n".join(bench_evaluators.verdict(evaluator_results)), markup=False)
     peers = bench_peers.run_all()
-    console.print(bench_peers.table(peers))
+    console.print(peer_results.table(peers))
     streamed = bench_stream.run_all()
     console.print(bench_stream.table(streamed))
     on_ray = bench_ray.run_all()
