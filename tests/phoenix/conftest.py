@@ -1,4 +1,5 @@
-"""A real Phoenix server for the Phoenix tests: started once per test run, from its own env.
+"""A real Phoenix server for the Phoenix tests: one per test process (each pytest-xdist worker
+that runs a Phoenix test file starts its own), from its own env.
 
 The server runs from `.venv-phoenix` (created on first use, see `plangate.ci.phoenix._server`), with its
 data in a temporary folder and free ports on 127.0.0.1. Its span queue is kept small
