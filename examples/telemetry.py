@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 TRACES_PATH = "/v1/traces"
@@ -52,8 +52,13 @@ class _ToTheTurn(SpanProcessor):
             processor.on_end(span)
 
 
-TRACER_PROVIDER = TracerProvider()
-"""The tracer provider both examples instrument their framework with."""
+TRACER_PROVIDER = TracerProvider(span_limits=SpanLimits(max_span_attributes=10_000))
+"""The tracer provider both examples instrument their framework with.
+
+OpenTelemetry keeps 128 attributes a span by default and drops the oldest beyond: OpenInference
+writes each message of a model call as attributes of its own, so from about the twentieth call
+of a turn the Agents SDK's model spans lost their kind, system and model name (the first ones
+set), and with the model name their price."""
 TRACER_PROVIDER.add_span_processor(_ToTheTurn())
 
 

@@ -141,6 +141,17 @@ def longest_run(calls: list[tuple[str, ...]]) -> int:
     return max(runs)
 
 
+def test_a_long_turn_keeps_every_model_span_whole() -> None:
+    # OpenTelemetry keeps 128 attributes a span unless told otherwise, dropping the oldest, and
+    # OpenInference writes each message of a model call as attributes: from about the twentieth
+    # call of a turn, the Agents SDK's model spans lost their system and model name.
+    dataset = record(SDK, "sim:looper", ("desk-02",), max_turns=30)
+    llms = [r for r in dataset.spans.to_pylist() if r["span_kind"] == "LLM"]
+    assert len(llms) >= 40
+    assert {r["model_name"] for r in llms} == {"sim:looper"}
+    assert all(SDK.llm_marker in json.loads(r["attributes"]) for r in llms)
+
+
 @FRAMEWORKS
 def test_the_loop_is_found_in_the_agents_own_spans(framework: Framework) -> None:
     dataset = record(framework, "sim:looper", LOOPED, **{framework.limit: 8})
