@@ -20,11 +20,8 @@ malloc; see `ci/cli/_main.py`); the `… Arrow's default pool` rows run the same
 default (mimalloc), what a program that calls `evaluate` gets unless it sets
 `ARROW_DEFAULT_MEMORY_POOL=system`.
 
-Each step is timed whole with `perf_counter`, in one process: the best of `REPEATS` runs, or of
-as many as fill `SAMPLE` seconds (up to `MOST`), as `timeit` picks its number of runs: a step of
-milliseconds is timed as often as a step of a second lasts, so that one disturbed run does not
-decide its row. A peer that
-takes milliseconds per trajectory is timed on the first `SUBSET` trajectories (its rate is
+Each step is timed whole, in one process, by `peer_results.best_of`. A peer that takes
+milliseconds per trajectory is timed on the first `SUBSET` trajectories (its rate is
 per trajectory either way; the row says so) and its verdicts come from one more, untimed pass
 over all of them. Both peers are deterministic (neither calls a model); importing this module
 turns off their telemetry, LangSmith tracing and dotenv loading before either is imported.

@@ -4,7 +4,8 @@ A row is one measurement on the same 2,000 trajectories (`PeerResult`); the issu
 compare two rows' rates (`TARGETS`), and the floor line sets beside the loop targets what
 preparing the table alone takes. Each step is timed whole with `perf_counter`, in one process:
 the best of `REPEATS` runs, or of as many as fill `SAMPLE` seconds (up to `MOST`), as `timeit`
-picks its number of runs.
+picks its number of runs: a step of milliseconds is timed as often as a step of a second lasts,
+so that one disturbed run does not decide its row.
 """
 
 from __future__ import annotations
