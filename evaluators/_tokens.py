@@ -13,7 +13,14 @@ model and provider it names (`llm.provider`, `gen_ai.provider.name`, `llm.system
 cannot be priced (no model named, a model the table does not know) leaves its turn's cost n/a.
 
 A budget (`max_tokens`, `max_cost`) fails a turn above it; without one the turn is n/a and the
-measurement is still its score. Everything is computed column-wise; prices once per distinct
+measurement is still its score.
+
+A span that lost attributes at its sender (`otel.dropped_attributes_count`: OpenTelemetry keeps
+128 a span by default, and OpenInference writes each message of a model call as attributes of
+its own) may have lost what is measured: an LLM span without its token counts (or, for cost,
+without counts and a recorded cost), or a span whose kind went with them (UNKNOWN). Such a turn's
+sum is a lower bound, so it has no score and never passes: over the budget it fails, else it is
+n/a (`lost counts`). Everything is computed column-wise; prices once per distinct
 model and provider, and per call only for models whose prices are tiered or change over time.
 """
 
@@ -27,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plangate.evaluators._columns import Column, TurnScores
 from plangate.evaluators._frame import Spans, TraceFrame, constant
@@ -34,8 +42,7 @@ from plangate.evaluators._prices import PER_CALL, price_calls, price_rule
 from plangate.evaluators._registry import EvaluatorError, evaluator
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators._tokens_text import (
-    COST_LABELS,
-    TOKEN_LABELS,
+    LABELS,
     Budget,
     Codes,
     Prices,
@@ -49,7 +56,9 @@ from plangate.evaluators._tokens_text import (
 )
 from plangate.replay.schema import (
     ATTRIBUTES,
+    DROPPED_ATTRIBUTES,
     MODEL_NAME,
+    SPAN_KIND_CODES,
     TOKENS_COMPLETION,
     TOKENS_PROMPT,
 )
@@ -67,15 +76,17 @@ AGENT_COST = "agent_cost"
 PROVIDER_KEYS = ("llm.provider", "gen_ai.provider.name", "llm.system", "gen_ai.system")
 """Where a span names its provider, the first present winning (OpenInference, then GenAI)."""
 
-_OVER, _UNCOUNTED, _UNBUDGETED, _WITHIN, _UNPRICED = range(5)
+_OVER, _UNCOUNTED, _UNBUDGETED, _WITHIN, _UNPRICED, _LOST = range(6)
+_UNKNOWN_KIND = SPAN_KIND_CODES.index("UNKNOWN")
 
 
-@evaluator("tokens", version=1)
+@evaluator("tokens", version=2)
 def tokens(frame: TraceFrame, rubrics: RubricSet) -> TurnScores:
     """Prompt, completion, cached and total tokens per turn, over its model calls.
 
     A turn passes when its total is within its rubric's `max_tokens`; without a budget it is
-    not applicable (its total is still the score); without token counts its score is null.
+    not applicable (its total is still the score); without token counts, or with counts lost at
+    the sender, its score is null.
 
     Args:
         frame: The prepared trace table.
@@ -88,23 +99,24 @@ def tokens(frame: TraceFrame, rubrics: RubricSet) -> TurnScores:
     budget = turn_budget(frame, rubrics, "max_tokens", lambda v: f"{v:,}")
     counted = usage.counted > 0
     total = np.where(counted, usage.total, np.nan)
-    label, passed = _verdicts(total, counted, budget)
+    label, passed = _verdicts(total, counted, budget, usage.lost > 0)
     return TurnScores(
         passed=passed,
-        score=total,
-        label=TOKEN_LABELS.take(pa.array(label)),
+        score=np.where(usage.lost > 0, np.nan, total),
+        label=LABELS.take(pa.array(label)),
         explanation=token_explanation(usage, budget, label == _OVER, label == _WITHIN),
         details=token_details(usage, budget, _models(frame, usage)),
     )
 
 
-@evaluator("cost", version=1)
+@evaluator("cost", version=2)
 def cost(frame: TraceFrame, rubrics: RubricSet, price_as: str | None = None) -> TurnScores:
     """The US dollars a turn's model calls cost: recorded by the source, else priced.
 
     A turn passes when its cost is within its rubric's `max_cost`; without a budget it is not
-    applicable (its cost is still the score); without counts or costs, or with a call that
-    cannot be priced (no model named, a model without a known price), its score is null.
+    applicable (its cost is still the score); without counts or costs, with a call that
+    cannot be priced (no model named, a model without a known price), or with counts lost at
+    the sender, its score is null.
 
     Args:
         frame: The prepared trace table.
@@ -120,12 +132,12 @@ def cost(frame: TraceFrame, rubrics: RubricSet, price_as: str | None = None) -> 
     prices = _turn_costs(frame, priced)
     budget = turn_budget(frame, rubrics, "max_cost", lambda v: f"${v:g}")
     known = ~np.isnan(prices.cost)
-    label, passed = _verdicts(prices.cost, known, budget)
+    label, passed = _verdicts(prices.cost, known, budget, prices.lost > 0)
     label = np.where(~known & prices.unpriced, _UNPRICED, label)
     return TurnScores(
         passed=passed,
-        score=prices.cost,
-        label=COST_LABELS.take(pa.array(label)),
+        score=np.where(prices.lost > 0, np.nan, prices.cost),
+        label=LABELS.take(pa.array(label)),
         explanation=cost_explanation(usage, prices, budget, label == _OVER, label == _WITHIN),
         details=cost_details(usage, prices, budget, _models(frame, usage)),
     )
@@ -148,13 +160,19 @@ def _models(frame: TraceFrame, usage: Usage) -> Column:
     return models_json(frame.llms.turn, len(frame.turns), usage.model, usage.provider)
 
 
-def _verdicts(measured: Floats, known: Bools, budget: Budget) -> tuple[Ints, Floats]:
-    """Each turn's label code and pass (1.0), fail (0.0) or n/a (NaN), as `latency` judges."""
+def _verdicts(measured: Floats, known: Bools, budget: Budget, lower: Bools) -> tuple[Ints, Floats]:
+    """Each turn's label code and pass (1.0), fail (0.0) or n/a (NaN), as `latency` judges.
+
+    Where `measured` is only a lower bound (`lower`: counts lost at the sender), a turn over
+    its budget fails and any other is n/a.
+    """
     budgeted = ~np.isnan(budget.limit)
     over = known & budgeted & (measured > budget.limit)
     label = np.where(over, _OVER, np.where(budgeted, _WITHIN, _UNBUDGETED))
-    label = np.where(known, label, _UNCOUNTED).astype(np.int64)
-    passed = np.where(known & budgeted, np.where(over, 0.0, 1.0), np.nan)
+    label = np.where(known, label, _UNCOUNTED)
+    label = np.where(lower & ~over, _LOST, label).astype(np.int64)
+    passed = np.where(known & budgeted & ~lower, np.where(over, 0.0, 1.0), np.nan)
+    passed[over] = 0.0
     return label, passed
 
 
@@ -175,6 +193,7 @@ def _usage(frame: TraceFrame) -> Usage:
     return Usage(
         calls=calls,
         counted=counted,
+        lost=_lost(frame, np.isnan(prompt) | np.isnan(completion)),
         prompt=prompt_sum,
         completion=completion_sum,
         cached=_turn_sums(cached, llms.turn, calls),
@@ -186,6 +205,29 @@ def _usage(frame: TraceFrame) -> Usage:
         model=_codes_at(frame.codes(MODEL_NAME), llms.position),
         provider=provider,
     )
+
+
+def _lost(frame: TraceFrame, missing: Bools) -> Ints:
+    """Per turn: spans that lost attributes at the sender and may have held what is measured.
+
+    Those are the LLM spans `missing` marks (in `frame.llms` order: without a count, say) and
+    the spans of unknown kind (the kind may have gone with the counts), among the spans whose
+    attributes say the sender dropped some.
+    """
+    turns = len(frame.turns)
+    if frame.empty(ATTRIBUTES):
+        return np.zeros(turns, dtype=np.int64)
+    unknown = np.flatnonzero(frame.kind == _UNKNOWN_KIND)
+    candidates = np.union1d(frame.llms.position[missing], unknown)
+    if not len(candidates):
+        return np.zeros(turns, dtype=np.int64)
+    texts = frame.values(ATTRIBUTES, candidates)
+    mention = pc.match_substring(texts, DROPPED_ATTRIBUTES).fill_null(False)
+    mentioned = np.flatnonzero(np.asarray(mention.to_numpy(zero_copy_only=False), dtype=bool))
+    said = texts.take(pa.array(mentioned)).to_pylist()
+    dropped = np.array([_count(_parse(t).get(DROPPED_ATTRIBUTES)) > 0 for t in said], bool)
+    lost = candidates[mentioned[dropped]]
+    return np.bincount(frame.turn[lost], minlength=turns).astype(np.int64)
 
 
 def _codes_at(encoded: tuple[Ints, pa.Array], positions: Ints) -> Codes:
@@ -276,12 +318,15 @@ def _turn_costs(frame: TraceFrame, usage: Usage) -> Prices:
         summed = np.asarray(np.bincount(llms.turn, weights=span_cost, minlength=turns), np.float64)
     blocked = _per_turn(calls.unpriced, llms, turns) > 0
     cost = np.where(from_agent, agent_cost, np.where(~blocked & (costed > 0), summed, np.nan))
+    uncosted = np.isnan(usage.span_prompt) & np.isnan(usage.span_completion)
+    lost = np.where(from_agent, 0, _lost(frame, uncosted & np.isnan(usage.span_cost)))
     return Prices(
         cost=cost,
         from_agent=from_agent,
         recorded_calls=_per_turn(recorded, llms, turns),
         priced_calls=_per_turn(priced, llms, turns),
         unpriced=~from_agent & blocked,
+        lost=lost,
         reason=calls.turn_reason(llms.turn, turns),
     )
 

@@ -30,15 +30,17 @@ Bools = npt.NDArray[np.bool_]
 Codes = tuple[Ints, pa.Array]
 """Codes into a dictionary of names (-1: none), and the dictionary."""
 
-TOKEN_LABELS = pa.array(["over budget", "no counts", "no budget", "within budget"], pa.string())
-COST_LABELS = pa.array(
-    ["over budget", "no counts", "no budget", "within budget", "no price"], pa.string()
+LABELS = pa.array(
+    ["over budget", "no counts", "no budget", "within budget", "no price", "lost counts"],
+    pa.string(),
 )
-"""By code: 0 over, 1 no counts, 2 no budget, 3 within, 4 (cost only) a call without a price."""
+"""By code: 0 over, 1 no counts, 2 no budget, 3 within, 4 (cost only) a call without a price,
+5 counts lost at the sender (the sum a lower bound, within its budget or without one)."""
 PRICE_TABLE = f"genai-prices {version('genai-prices')}"
 """Whose prices fill in where the source records no cost (its embedded snapshot)."""
 
 _CALLS = pa.array([" model calls", " model call"], pa.string())
+_SPANS = pa.array([" spans", " span"], pa.string())
 _COST_FROM = pa.array(['"calls"', '"agent span"', "null"], pa.string())
 _SOURCES = pa.array(
     ["recorded by the source", "priced from token counts with genai-prices", "", ""], pa.string()
@@ -56,6 +58,9 @@ class Usage:
     calls: Ints
     counted: Ints
     """Model calls with a prompt or completion count."""
+    lost: Ints
+    """Spans that lost attributes at the sender and may have held a count (the sums are then
+    lower bounds)."""
     prompt: Floats
     completion: Floats
     cached: Floats
@@ -81,6 +86,9 @@ class Prices:
     priced_calls: Ints
     unpriced: Bools
     """Whether a call with counts could not be priced (and nothing recorded the turn's cost)."""
+    lost: Ints
+    """Spans that lost attributes at the sender and may have held a count or a cost (the cost
+    is then a lower bound); 0 where the AGENT span recorded the turn's cost."""
     reason: pa.Array
     """Why not, for those turns: the first such call's reason (null elsewhere)."""
 
@@ -136,9 +144,36 @@ def token_explanation(usage: Usage, budget: Budget, over: Bools, within: Bools) 
         over_text = text(total, " tokens are over the budget of ", budget.text, rows=rows)
         parts.append(_when(over, over_text))
     parts.append(pc.coalesce(_sums(usage, total), _uncounted(usage, "token counts")))
+    least = text(total, " tokens", rows=rows)
+    parts += _lost(usage.lost, "token counts", least, budget, over, " tokens")
     if within.any():
         parts.append(_when(within, text("within ", budget.text, " tokens", rows=rows)))
     return pc.binary_join_element_wise(*parts, "; ", null_handling="skip")
+
+
+def _lost(
+    lost: Ints, what: str, least: pa.Array, budget: Budget, over: Bools, unit: str
+) -> list[pa.Array]:
+    """What a turn with counts lost at the sender says: what it lost, and what that leaves.
+
+    `2 spans lost attributes at the sender (over its limit) and may have held more token counts:
+    at least 3,300 tokens`, and, under a budget it is not over, that it cannot be told within it.
+    `least` is the sum of what is known (null where nothing is).
+    """
+    rows = len(lost)
+    if not lost.any():
+        return []
+    spans = text(strings(lost, rows), _SPANS.take(pa.array((lost == 1).astype(np.int64))),
+                 rows=rows)  # fmt: skip
+    said = text(spans, f" lost attributes at the sender (over its limit) and may have held more "
+                f"{what}", rows=rows)  # fmt: skip
+    said = pc.coalesce(text(said, ": at least ", least, rows=rows), said)
+    parts = [_when(lost > 0, said)]
+    untold = (lost > 0) & ~over & ~np.isnan(budget.limit)
+    if untold.any():
+        parts.append(_when(untold, text("cannot tell whether within ", budget.text, unit,
+                                        rows=rows)))  # fmt: skip
+    return parts
 
 
 def _sums(usage: Usage, total: pa.Array) -> pa.Array:
@@ -172,6 +207,7 @@ def token_details(usage: Usage, budget: Budget, models: Column) -> pa.Array:
     fields: dict[str, Column] = {
         "llm_calls": strings(usage.calls, rows),
         "counted_calls": strings(usage.counted, rows),
+        "lost_spans": strings(usage.lost, rows),
         "max_tokens": budget.json,
         "models": models,
         "tokens_cached": _json_whole(usage.cached),
@@ -203,6 +239,8 @@ def cost_explanation(
     if not said or not (known | prices.unpriced).all():
         said.append(_uncounted(usage, "token counts or costs"))
     parts.append(pc.coalesce(*said) if len(said) > 1 else said[0])
+    least = dollars if dollars is not None else pa.nulls(rows, pa.string())
+    parts += _lost(prices.lost, "token counts or costs", least, budget, over, "")
     if within.any():
         parts.append(_when(within, text("within ", budget.text, rows=rows)))
     return pc.binary_join_element_wise(*parts, "; ", null_handling="skip")
@@ -238,6 +276,7 @@ def cost_details(usage: Usage, prices: Prices, budget: Budget, models: Column) -
         "cost_usd": cost,
         "cost_from": source,
         "llm_calls": strings(usage.calls, rows),
+        "lost_spans": strings(prices.lost, rows),
         "max_cost": budget.json,
         "models": models,
         "price_table": json.dumps(PRICE_TABLE),

@@ -20,7 +20,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.trace import StatusCode as OtelStatusCode
 
 from plangate.replay._openinference import rows_from_spans
-from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
+from plangate.replay._spans import (
+    SpanEvent,
+    SpanRecord,
+    StatusCode,
+    time_from_nanos,
+    with_dropped,
+)
 from plangate.replay.schema import build_table, empty_table
 
 logger = logging.getLogger("plangate.replay")
@@ -115,7 +121,7 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
         end_time=time_from_nanos(span.end_time) if span.end_time else None,
         status_code=_STATUS[span.status.status_code],
         status_message=span.status.description or None,
-        attributes=dict(span.attributes or {}),
+        attributes=with_dropped(dict(span.attributes or {}), span.dropped_attributes),
         events=tuple(
             SpanEvent(
                 name=event.name,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -22,7 +23,8 @@ def redacted_span(
 ) -> ReadableSpan:
     """A copy of `span` whose string attributes, events and status message are redacted.
 
-    `attributes` replaces the span's own (before redaction), `resource` its resource.
+    `attributes` replaces the span's own (before redaction), `resource` its resource. The count
+    of attributes the span's SDK dropped over its limit stays with the copy (OTLP sends it).
     """
     status = span.status
     if status.description:
@@ -32,7 +34,10 @@ def redacted_span(
         context=span.context,
         parent=span.parent,
         resource=resource if resource is not None else span.resource,
-        attributes=_redacted(attributes if attributes is not None else span.attributes, redactor),
+        attributes=_keeping_dropped(
+            _redacted(attributes if attributes is not None else span.attributes, redactor),
+            span.dropped_attributes,
+        ),
         events=[
             Event(e.name, _redacted(e.attributes, redactor), timestamp=e.timestamp)
             for e in span.events
@@ -44,6 +49,15 @@ def redacted_span(
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def _keeping_dropped(attributes: dict[str, Any], dropped: int) -> Mapping[str, Any]:
+    """The attributes, with the count of those dropped (the SDK's own kind, as spans carry it)."""
+    if not dropped:
+        return attributes
+    kept = BoundedAttributes(attributes=attributes, immutable=True)
+    kept.dropped = dropped
+    return kept
 
 
 def _redacted(attributes: Any, redactor: Redactor) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from plangate.replay.schema import STATUS_CODES, TraceTableError
+from plangate.replay.schema import DROPPED_ATTRIBUTES, STATUS_CODES, TraceTableError
 
 StatusCode = Literal["OK", "ERROR", "UNSET"]
 """A span's OpenTelemetry status."""
@@ -75,6 +75,21 @@ class SpanRecord:
 def time_from_nanos(nanos: int) -> datetime:
     """Epoch nanoseconds as an aware UTC datetime, cut (exactly) to microseconds."""
     return EPOCH + timedelta(microseconds=nanos // 1000)
+
+
+def with_dropped(attributes: dict[str, Any], dropped: Any) -> dict[str, Any]:
+    """The attributes with the sender's count of dropped ones (`DROPPED_ATTRIBUTES`), if any."""
+    count = as_count(dropped)
+    if count:
+        attributes[DROPPED_ATTRIBUTES] = count
+    return attributes
+
+
+def as_count(value: Any) -> int:
+    """A count a source sends as a number or, as OTLP JSON may, as text; 0 for anything else."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def first_key(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:

@@ -77,6 +77,12 @@ REWARD = "reward"
 TASK_ID = "task_id"
 TRIAL = "trial"
 
+DROPPED_ATTRIBUTES = "otel.dropped_attributes_count"
+"""In a row's `attributes`: how many attributes the sender's SDK dropped from the span over its
+limit (OpenTelemetry keeps 128 by default, the oldest or the newest going by language).
+OpenTelemetry's name for OTLP's `dropped_attributes_count` where a format has no field for it;
+written only when not 0, so that an evaluator can tell a missing value from a lost one."""
+
 SPAN_KINDS = frozenset(
     {"AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
      "EVALUATOR", "PROMPT", "DECISION", "UNKNOWN"}

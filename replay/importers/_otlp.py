@@ -30,7 +30,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from plangate.harness import json_problem
 from plangate.replay._openinference import rows_from_spans, span_convention
-from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
+from plangate.replay._spans import (
+    SpanEvent,
+    SpanRecord,
+    StatusCode,
+    time_from_nanos,
+    with_dropped,
+)
 from plangate.replay.importers._registry import importer
 from plangate.replay.schema import TraceTableError, build_table
 
@@ -246,7 +252,9 @@ def _proto_span(span: Any, resource: dict[str, Any]) -> SpanRecord:
         end_time=_proto_time(span.end_time_unix_nano),
         status_code=_STATUS[status.code],
         status_message=status.message or None,
-        attributes={**resource, **_proto_attributes(span.attributes)},
+        attributes=with_dropped(
+            {**resource, **_proto_attributes(span.attributes)}, span.dropped_attributes_count
+        ),
         events=tuple(_proto_event(event, n) for n, event in enumerate(span.events)),
     )
 
@@ -348,7 +356,10 @@ def _span(data: dict[str, Any], resource: dict[str, Any], where: str) -> SpanRec
         end_time=_time(data, "endTimeUnixNano", where),
         status_code=_STATUS[code],
         status_message=status.get("message") or None,
-        attributes={**resource, **_attributes(data.get("attributes"), where)},
+        attributes=with_dropped(
+            {**resource, **_attributes(data.get("attributes"), where)},
+            data.get("droppedAttributesCount"),
+        ),
         events=tuple(
             _event(event, f"{where}.events[{n}]")
             for n, event in enumerate(_list(data, "events", where))

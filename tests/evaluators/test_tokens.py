@@ -90,7 +90,8 @@ def test_tokens_sum_the_turns_calls_with_cached_tokens_and_models() -> None:
     assert row["score"] == 1600.0
     assert (row["outcome"], row["label"]) == ("n/a", "no budget")
     assert row["details"] == {
-        "llm_calls": 3, "counted_calls": 2, "tokens_prompt": 1500, "tokens_completion": 100,
+        "llm_calls": 3, "counted_calls": 2, "lost_spans": 0, "tokens_prompt": 1500,
+        "tokens_completion": 100,
         "tokens_cached": 1000, "tokens_total": 1600, "max_tokens": None,
         "models": [{"model": "gpt-4o", "provider": None},
                    {"model": "gpt-4o", "provider": "openai"}],
@@ -239,6 +240,59 @@ def test_max_cost_fails_a_turn_above_it(limit: float | None, outcome: str, label
     assert row["details"]["max_cost"] == limit
     if outcome == "fail":
         assert row["explanation"].startswith("$0.25 is over the budget of $0.1; ")
+
+
+# -- counts lost at the sender -----------------------------------------------------------------
+
+DROPPED = {"otel.dropped_attributes_count": 40}
+"""What a reader writes on a span whose sender dropped 40 attributes over its limit."""
+LOST = "1 span lost attributes at the sender (over its limit) and may have held more "
+
+
+def test_a_model_call_that_lost_its_counts_makes_the_sum_a_lower_bound() -> None:
+    rows = [agent(), llm(1, 1000, 100, model="gpt-4o", cost=0.01), llm(2, **DROPPED)]
+    scored = scores(rows, budgets(max_tokens=50_000, max_cost=1.0))
+    tokens, cost = scored["tokens"], scored["cost"]
+    for row in (tokens, cost):  # within the budget by what is known: not a pass
+        assert (row["outcome"], row["label"], row["score"]) == ("n/a", "lost counts", None)
+        assert row["details"]["lost_spans"] == 1
+    assert tokens["explanation"] == (
+        "1,000 prompt + 100 completion = 1,100 tokens over 2 model calls (1 with token counts); "
+        f"{LOST}token counts: at least 1,100 tokens; cannot tell whether within 50,000 tokens"
+    )
+    assert cost["explanation"] == (
+        f"$0.01 for 2 model calls, recorded by the source; {LOST}token counts or costs: at least "
+        "$0.01; cannot tell whether within $1"
+    )
+
+
+def test_a_lower_bound_over_the_budget_still_fails() -> None:
+    rows = [agent(), llm(1, 1000, 100), llm(2, 50, **DROPPED)]  # its completion count lost
+    row = scores(rows, budgets(max_tokens=1000))["tokens"]
+    assert (row["outcome"], row["label"], row["score"]) == ("fail", "over budget", None)
+    assert row["explanation"].startswith("1,150 tokens are over the budget of 1,000; ")
+
+
+def test_a_span_that_lost_its_kind_may_have_been_a_model_call() -> None:
+    lost_kind = {**llm(2, 500, 50, **DROPPED), "span_kind": "UNKNOWN"}
+    row = scores([agent(), llm(1, 1000, 100), lost_kind], budgets(max_tokens=5000))["tokens"]
+    assert (row["outcome"], row["label"], row["details"]["lost_spans"]) == (
+        "n/a", "lost counts", 1
+    )  # fmt: skip
+    plain = {**llm(2, 500, 50), "span_kind": "UNKNOWN"}  # nothing dropped: not a model call
+    row = scores([agent(), llm(1, 1000, 100), plain], budgets(max_tokens=5000))["tokens"]
+    assert (row["outcome"], row["score"], row["details"]["lost_spans"]) == ("pass", 1100.0, 0)
+
+
+def test_what_was_kept_is_not_lost() -> None:
+    """A span that lost other attributes but kept its counts, or whose cost is recorded."""
+    rows = [agent(), llm(1, 1000, 100, model="gpt-4o", **DROPPED), llm(2, cost=0.5, **DROPPED)]
+    scored = scores(rows, budgets(max_cost=1.0))
+    assert scored["cost"]["details"]["lost_spans"] == 0
+    assert scored["tokens"]["details"]["lost_spans"] == 1  # no counts on the second: lost
+    whole = [agent(attributes=json.dumps({"agent_cost": 0.25})), llm(1, **DROPPED)]
+    cost = scores(whole, budgets(max_cost=1.0))["cost"]  # the turn's cost is recorded whole
+    assert (cost["outcome"], cost["score"], cost["details"]["lost_spans"]) == ("pass", 0.25, 0)
 
 
 # -- the rubric --------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 The evaluators work column-wise over the whole table and price each model once; `judge` below
 reads one turn's LLM spans as dicts, prices each call with genai-prices' own `calc_price`, and
 says what the evaluators must say. The tables are the shared generated ones (`trace_tables`),
-their LLM spans given drawn counts, models, providers, cached tokens and recorded costs.
+their LLM spans given drawn counts, models, providers, cached tokens and recorded costs, some of
+them attributes lost at the sender (`otel.dropped_attributes_count`), their kind too at times.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ MODELS = {"gpt-4o": "openai", "gpt-4.1-mini": "openai", "claude-sonnet-4-5": "an
 """Models with prices, flat and tiered, and their providers."""
 RARELY = 40
 """One call in about this many cannot be priced (a turn with one such call is n/a)."""
+DROPPED = "otel.dropped_attributes_count"
 
 
 @st.composite
@@ -37,6 +39,8 @@ def priced_tables(draw: st.DrawFn) -> pa.Table:
     for row in rows:
         if row["span_kind"] == "LLM":
             row.update(draw(_llm_fields()))
+            if draw(st.integers(0, 12)) == 0:  # its kind lost (or never known)
+                row["span_kind"] = "UNKNOWN"
         elif row["span_kind"] == "AGENT" and draw(st.integers(0, 5)) == 0:
             row["attributes"] = json.dumps({"agent_cost": draw(st.sampled_from([0.0, 0.5]))})
     return pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -62,6 +66,8 @@ def _llm_fields(draw: st.DrawFn) -> Span:
         attributes[draw(st.sampled_from(["llm.provider", "gen_ai.system"]))] = provider
     if draw(st.integers(0, 4)) == 0:
         attributes["llm.cost.total"] = draw(st.sampled_from([0.0, 0.001, 0.25]))
+    if draw(st.integers(0, 5)) == 0:
+        attributes[DROPPED] = draw(st.sampled_from([0, 3, 12]))
     return {"tokens_prompt": prompt, "tokens_completion": completion, "model_name": model,
             "attributes": json.dumps(attributes) if attributes else None}  # fmt: skip
 
@@ -94,7 +100,15 @@ def call_cost(span: Span) -> tuple[float | None, str | None]:
     return float(found.total_price), None
 
 
-def judge(agent: Span | None, llms: list[Span], rubric: Rubric | None) -> dict[str, Any]:
+def dropped(span: Span) -> bool:
+    """Whether the sender dropped some of the span's attributes."""
+    count = json.loads(span["attributes"] or "{}").get(DROPPED, 0)
+    return int(count) > 0
+
+
+def judge(
+    agent: Span | None, llms: list[Span], unknown: list[Span], rubric: Rubric | None
+) -> dict[str, Any]:
     """What the two evaluators must say about one turn."""
     prompts = [s["tokens_prompt"] for s in llms if s["tokens_prompt"] is not None]
     completions = [s["tokens_completion"] for s in llms if s["tokens_completion"] is not None]
@@ -102,30 +116,52 @@ def judge(agent: Span | None, llms: list[Span], rubric: Rubric | None) -> dict[s
         s for s in llms if s["tokens_prompt"] is not None or s["tokens_completion"] is not None
     ]
     total = sum(prompts) + sum(completions) if counted else None
+    lost = [s for s in unknown if dropped(s)]
+    lost_counts = lost + [
+        s for s in llms
+        if dropped(s) and (s["tokens_prompt"] is None or s["tokens_completion"] is None)
+    ]  # fmt: skip
+    lost_costs = lost + [
+        s for s in llms
+        if dropped(s) and s["tokens_prompt"] is None and s["tokens_completion"] is None
+        and "llm.cost.total" not in json.loads(s["attributes"] or "{}")
+    ]  # fmt: skip
     agent_cost = json.loads((agent or {}).get("attributes") or "{}").get("agent_cost")
     costs = [call_cost(s) for s in llms]
     if agent_cost is not None:
-        cost, label = agent_cost, None
+        cost, label, lost_costs = agent_cost, None, []
     elif any(reason not in (None,) for _, reason in costs):
-        cost, label = None, "no price"
+        cost, label, lost_costs = None, "no price", []
     else:
         known = [c for c, _ in costs if c is not None]
         cost, label = (sum(known), None) if known else (None, "no counts")
     return {
-        "tokens": (total, verdict(total, rubric and rubric.max_tokens, "no counts")),
-        "cost": (cost, verdict(cost, rubric and rubric.max_cost, label or "no counts")),
+        "tokens": measured(total, rubric and rubric.max_tokens, "no counts", lost_counts),
+        "cost": measured(cost, rubric and rubric.max_cost, label or "no counts", lost_costs),
         "details": {"llm_calls": len(llms), "counted_calls": len(counted),
+                    "lost_spans": len(lost_counts),
                     "tokens_prompt": sum(prompts) if prompts else None,
                     "tokens_completion": sum(completions) if completions else None},
     }  # fmt: skip
 
 
-def verdict(measured: float | None, limit: float | None, missing: str) -> tuple[str, str]:
-    if measured is None:
+def measured(
+    value: float | None, limit: float | None, missing: str, lost: list[Span]
+) -> tuple[float | None, tuple[str, str]]:
+    """The score and verdict of a measurement; with spans lost, `value` is only a lower bound."""
+    if not lost:
+        return value, verdict(value, limit, missing)
+    if value is not None and limit is not None and value > limit:
+        return None, ("fail", "over budget")
+    return None, ("n/a", "lost counts")
+
+
+def verdict(value: float | None, limit: float | None, missing: str) -> tuple[str, str]:
+    if value is None:
         return "n/a", missing
     if limit is None:
         return "n/a", "no budget"
-    return ("fail", "over budget") if measured > limit else ("pass", "within budget")
+    return ("fail", "over budget") if value > limit else ("pass", "within budget")
 
 
 def expected(table: pa.Table, rubrics: RubricSet) -> dict[tuple[str, int], dict[str, Any]]:
@@ -136,7 +172,8 @@ def expected(table: pa.Table, rubrics: RubricSet) -> dict[tuple[str, int], dict[
     for key, turn in spans.items():
         agents = [s for s in turn if s["span_kind"] == "AGENT"]
         llms = sorted((s for s in turn if s["span_kind"] == "LLM"), key=lambda s: s["span_id"])
-        judged[key] = judge(agents[0] if agents else None, llms, rubrics.lookup(*key))
+        unknown = [s for s in turn if s["span_kind"] == "UNKNOWN"]
+        judged[key] = judge(agents[0] if agents else None, llms, unknown, rubrics.lookup(*key))
     return judged
 
 

@@ -10,10 +10,11 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from plangate.evaluators import Rubric, RubricSet, evaluate
 from plangate.harness import ScriptedModel, ToolCall
 from plangate.replay._exporter import TraceTableExporter, trace_table_provider
 from tests.helpers import agent, call
@@ -213,3 +214,31 @@ def test_spans_of_other_agents_get_sessions_turns_and_kinds_by_convention() -> N
     assert lonely["span_kind"] == "UNKNOWN"
     assert json.loads(lonely["attributes"]) == {"openinference.span.kind": "BOGUS"}
     assert set(table.column("source").to_pylist()) == {"opentelemetry"}
+
+
+def test_a_span_that_lost_attributes_to_its_senders_limit_says_so() -> None:
+    """OpenTelemetry's Python SDK drops the oldest attributes over its limit: the kind first."""
+    exporter = TraceTableExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=16))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("a-long-turn")
+    root = {"openinference.span.kind": "AGENT", "session.id": "s"}
+    model = {"openinference.span.kind": "LLM"}
+    with (
+        tracer.start_as_current_span("turn", attributes=root),
+        tracer.start_as_current_span("llm", attributes=model) as span,
+    ):
+        for n in range(20):  # as OpenInference writes a model call's messages
+            span.set_attribute(f"llm.input_messages.{n}.message.role", "user")
+            span.set_attribute(f"llm.input_messages.{n}.message.content", f"m{n}")
+        span.set_attribute("llm.token_count.prompt", 900)
+        span.set_attribute("llm.token_count.completion", 90)
+    table = exporter.table()
+    [lost] = rows(table, name="llm")
+    assert lost["span_kind"] == "UNKNOWN"  # its kind went first
+    assert json.loads(lost["attributes"])["otel.dropped_attributes_count"] == 43 - 16
+    [kept] = rows(table, name="turn")
+    assert "otel.dropped_attributes_count" not in json.loads(kept["attributes"] or "{}")
+    rubrics = RubricSet(default=Rubric(max_tokens=100_000))
+    [scored] = evaluate(table, rubrics, names=["tokens"]).to_pylist()
+    assert (scored["outcome"], scored["label"], scored["score"]) == ("n/a", "lost counts", None)

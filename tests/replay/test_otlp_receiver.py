@@ -289,6 +289,7 @@ def every_kind_of_request() -> ExportTraceServiceRequest:
         2_000_000_000,
     )
     span.status.code, span.status.message = 2, "it broke"
+    span.dropped_attributes_count = 7  # the sender's SDK dropped 7 over its limit
     nested = AnyValue()
     nested.kvlist_value.values.append(KeyValue(key="inner", value=AnyValue(int_value=-3)))
     nested.kvlist_value.values.append(KeyValue(key="empty", value=AnyValue()))
@@ -328,6 +329,10 @@ def test_the_protobuf_and_json_readers_agree() -> None:
     assert record.attributes["nested"] == {"inner": -3}
     assert record.attributes["listed"] == [0.5, True, None]
     assert record.attributes["blob"] == "AP8=" and "unset" not in record.attributes
+    assert record.attributes["otel.dropped_attributes_count"] == 7
+    written = MessageToDict(request)
+    written["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["droppedAttributesCount"] = "7"
+    assert spans_of_request(written, "here") == read  # a count as text, as proto3 JSON allows
     assert record.events[0].attributes == {"attempt": 2}
     [row] = rows_from_spans(read, source="otlp")
     assert (row["span_kind"], row["tool_name"], row["tool_args"]) == ("TOOL", "search", CANONICAL)

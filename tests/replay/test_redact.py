@@ -7,8 +7,11 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from plangate.replay import Redactor
+from plangate.replay import Redactor, redacted_span
 from tests.secrets import ENVIRONMENT_SECRET, SECRETS, cores
 
 REDACTOR = Redactor(["ACME-\\d{6}"], environ={"MY_SERVICE_TOKEN": ENVIRONMENT_SECRET})
@@ -50,3 +53,17 @@ def test_what_is_not_a_secret_stays(text: str) -> None:
 def test_redaction_is_idempotent(text: str) -> None:
     once = REDACTOR.text(text)
     assert REDACTOR.text(once) == once
+
+
+def test_a_redacted_span_keeps_the_count_of_attributes_its_sdk_dropped() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=2))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("llm") as span:
+        for n in range(5):
+            span.set_attribute(f"key.{n}", f"token {SECRETS['openai key']}")
+    [original] = exporter.get_finished_spans()
+    copy = redacted_span(original, Redactor())
+    assert (original.dropped_attributes, copy.dropped_attributes) == (3, 3)
+    assert SECRETS["openai key"] not in json.dumps(dict(copy.attributes or {}))
+    assert len(copy.attributes or {}) == 2
