@@ -20,8 +20,10 @@ A span that lost attributes at its sender (`otel.dropped_attributes_count`: Open
 its own) may have lost what is measured: an LLM span without its token counts (or, for cost,
 without counts and a recorded cost), or a span whose kind went with them (UNKNOWN). Such a turn's
 sum is a lower bound, so it has no score and never passes: over the budget it fails, else it is
-n/a (`lost counts`). Everything is computed column-wise; prices once per distinct
-model and provider, and per call only for models whose prices are tiered or change over time.
+n/a (`lost counts`).
+
+Everything is computed column-wise; prices once per distinct model and provider, and per call
+only for models whose prices are tiered or change over time.
 """
 
 from __future__ import annotations
