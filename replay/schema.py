@@ -209,6 +209,26 @@ def _locate(rows: list[Mapping[str, Any]], exc: Exception) -> str:
     return str(exc)
 
 
+def lost_attributes(table: pa.Table) -> str | None:
+    """What to tell a team whose agent's spans lost attributes at its SDK (None: none did).
+
+    How many spans (`DROPPED_ATTRIBUTES` in their attributes) and turns, what that does to the
+    verdicts, and what to change.
+    """
+    found = pc.match_substring(table.column(ATTRIBUTES), f'"{DROPPED_ATTRIBUTES}"')
+    lost = table.filter(found.fill_null(False)).select([SESSION_ID, TURN_INDEX])
+    if not lost.num_rows:
+        return None
+    spans = lost.num_rows
+    turns = len(set(zip(*(lost.column(c).to_pylist() for c in lost.column_names), strict=True)))
+    return (
+        f"{spans} span{'s' * (spans != 1)} of {turns} turn{'s' * (turns != 1)} lost attributes "
+        f"at the agent's OpenTelemetry SDK, over its limit ({DROPPED_ATTRIBUTES}): `tokens` and "
+        "`cost` pass no turn on counts it may have lost; give the agent's tracer provider room "
+        "(SpanLimits(max_span_attributes=10_000), or OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT)"
+    )
+
+
 def empty_table() -> pa.Table:
     """A trace table with no rows."""
     return SCHEMA.empty_table()

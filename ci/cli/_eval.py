@@ -32,7 +32,7 @@ from plangate.evaluators import (
     trace_source,
 )
 from plangate.harness import check_output, replace_folder, staging_folder, writing
-from plangate.replay import default_redactor, import_traces, write_table
+from plangate.replay import default_redactor, import_traces, lost_attributes, write_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
 FIRST_PART = "part-00000.parquet"
@@ -47,6 +47,9 @@ def import_files(args: argparse.Namespace) -> int:
     turns = set(zip(table[SESSION_ID].to_pylist(), table[TURN_INDEX].to_pylist(), strict=True))
     sessions = len({session for session, _ in turns})
     print(f"{args.output}: {table.num_rows} spans, {len(turns)} turns, {sessions} sessions")
+    warning = lost_attributes(table)
+    if warning is not None:
+        print(f"plangate: warning: {warning}", file=sys.stderr)
     return 0
 
 

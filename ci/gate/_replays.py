@@ -23,6 +23,7 @@ from plangate.replay import (
     GoldenDataset,
     ReferenceAgent,
     concat_tables,
+    lost_attributes,
     replay_turn,
     spans_from_table,
 )
@@ -121,8 +122,13 @@ async def _repeat(
     label: str,
     warnings: list[str] | None,
 ) -> pa.Table:
-    """Every case `repeats` times, scored per repeat (`trial` = repeat)."""
+    """Every case `repeats` times, scored per repeat (`trial` = repeat).
+
+    Warnings: each turn a model's token limit cut short, and the first repeat whose spans lost
+    attributes at the agent's SDK (once a side: its limit is the same every repeat).
+    """
     parts = []
+    lost = False
     for repeat in range(repeats):
         tables = await asyncio.gather(*(one(n, case, repeat) for n, case in enumerate(cases)))
         traces = concat_tables(tables)
@@ -131,6 +137,10 @@ async def _repeat(
                 f"{label} {s} turn {t} repeat {repeat}: a model answer was cut at its token limit"
                 for s, t in _cut_short(traces)
             )
+            warning = None if lost else lost_attributes(traces)
+            if warning is not None:
+                warnings.append(f"{label} repeat {repeat}: {warning}")
+                lost = True
         scores = evaluate(traces, rubrics, names=names, params=params)
         trial = pa.array([repeat] * scores.num_rows, pa.int32())
         scores = scores.set_column(scores.schema.get_field_index(TRIAL), TRIAL, trial)

@@ -15,7 +15,7 @@ from typing import Any
 
 from openai import AsyncOpenAI
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Tracer
 
@@ -46,12 +46,14 @@ def make(
     tools: Sequence[str] = ("track_shipment", "get_refund_policy"),
     max_calls: int = 8,
     traced: bool = False,
+    attribute_limit: int | None = None,
 ) -> Callable[[TurnInput], Awaitable[TurnOutput]]:
     """The agent's turn function, with its variant settings.
 
     `traced`: the agent sends its own spans in the OpenTelemetry GenAI conventions (an
     `invoke_agent` span, a `chat` span per model call, an `execute_tool` span per call) to the
-    turn's OTLP endpoint, and flushes them before it returns.
+    turn's OTLP endpoint, and flushes them before it returns. `attribute_limit`: the most
+    attributes its SDK keeps a span (OpenTelemetry's default, 128, without one).
     """
     offered = [
         {"type": "function", "function": {"name": n, "description": n, "parameters": SCHEMAS[n]}}
@@ -61,7 +63,7 @@ def make(
     async def turn(request: TurnInput) -> TurnOutput:
         if not traced:
             return await run(request, None)
-        provider = TracerProvider()
+        provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=attribute_limit))
         exporter = OTLPSpanExporter(endpoint=f"{request.otlp_endpoint}/v1/traces")
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         tracer = provider.get_tracer("support-agent")

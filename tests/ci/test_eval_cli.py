@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from plangate.replay import otlp_json_from_spans
 from tests.helpers import plangate
 
 
@@ -64,6 +69,39 @@ def test_import_then_eval_reproduces_tau_bench_pass_hat_k(corpus: Path, tmp_path
         "label",
         "explanation",
     }
+
+
+def test_import_warns_of_spans_that_lost_attributes_and_eval_does_not_pass_them(
+    tmp_path: Path,
+) -> None:
+    """An agent's SDK kept 16 attributes a span: a long model call lost its kind and counts."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=16))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("a-long-turn")
+    root = {"openinference.span.kind": "AGENT", "session.id": "s", "input.value": "Do it."}
+    with (
+        tracer.start_as_current_span("turn", attributes=root),
+        tracer.start_as_current_span("llm", attributes={"openinference.span.kind": "LLM"}) as span,
+    ):
+        span.set_attribute("llm.token_count.prompt", 90_000)  # set first: dropped first
+        span.set_attribute("llm.token_count.completion", 900)
+        for n in range(20):
+            span.set_attribute(f"llm.input_messages.{n}.message.content", f"m{n}")
+    source = tmp_path / "spans.json"
+    source.write_text(json.dumps(otlp_json_from_spans(exporter.get_finished_spans())))
+    table = tmp_path / "table.parquet"
+    done = plangate("import", "otlp-json", str(source), "-o", str(table))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("plangate: warning: 1 span of 1 turn lost attributes")
+    assert "SpanLimits(max_span_attributes=10_000)" in done.stderr
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text("[default]\nmax_tokens = 1_000_000\n")
+    scores = tmp_path / "scores.parquet"
+    done = plangate("eval", str(table), "--rubric", str(rubric), "-o", str(scores))
+    assert done.returncode == 0, done.stderr
+    [tokens] = pq.read_table(scores).filter(pc.equal(pc.field("evaluator"), "tokens")).to_pylist()
+    assert (tokens["outcome"], tokens["label"], tokens["score"]) == ("n/a", "lost counts", None)
 
 
 def test_eval_prints_a_table_and_honours_rubric_and_params(corpus: Path, tmp_path: Path) -> None:

@@ -92,6 +92,20 @@ def test_a_teams_agent_against_itself_passes(tmp_path: Path, golden: Path) -> No
     assert "PASS" in done.stdout
 
 
+def test_spans_that_lost_attributes_at_the_agents_sdk_are_a_warning(
+    tmp_path: Path, golden: Path
+) -> None:
+    """The candidate's SDK keeps 3 attributes a span: its tool spans (4) lose one each."""
+    gate = gate_file(tmp_path, golden, "kwargs = { traced = true, attribute_limit = 3 }")
+    done = plangate("gate", str(gate), "-o", str(tmp_path / "out"), cwd=REPO)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    verdict = json.loads((tmp_path / "out" / "verdict.json").read_text(encoding="utf-8"))
+    [warning] = [w for w in verdict["warnings"] if "lost attributes" in w]
+    assert warning.startswith("candidate repeat 0: ")
+    assert "otel.dropped_attributes_count" in warning and "SpanLimits" in warning
+    assert "lost attributes" in done.stdout  # the console shows it too
+
+
 @pytest.mark.parametrize(
     ("side", "problem"),
     [
