@@ -2,7 +2,8 @@
 
 Hashing a million distinct strings into Arrow's dictionary takes about 0.3 s here; reading
 each string's bytes as a few 64-bit words and sorting one number per string takes a tenth of
-that. Equal strings get equal fingerprints, so fingerprints that all differ prove the strings
+that. Strings all of one length, a multiple of 8 bytes (OpenTelemetry's span ids), are read as
+words where they lie: 82,000 span ids in 1 ms rather than 5 to 6. Equal strings get equal fingerprints, so fingerprints that all differ prove the strings
 do; two equal fingerprints prove nothing, and the caller then asks the exact question.
 """
 
@@ -43,6 +44,9 @@ def _fingerprints(strings: pa.Array) -> U64:
     """One 64-bit number per string, a function of its bytes only (not of where they lie)."""
     _, offset_buffer, data_buffer = strings.buffers()
     offsets = np.frombuffer(offset_buffer, np.int32, len(strings) + 1, 4 * strings.offset)
+    size = int(offsets[1] - offsets[0]) if len(strings) else 0
+    if 0 < size <= 8 * _WORDS and size % 8 == 0 and offsets[-1] - offsets[0] == size * len(strings):
+        return _whole_words(data_buffer, int(offsets[0]), size, len(strings))
     data = np.frombuffer(data_buffer, np.uint8) if data_buffer else np.zeros(0, np.uint8)
     padded = np.zeros(len(data) + 8 * (_WORDS + 1), dtype=np.uint8)  # words read past the end
     padded[: len(data)] = data
@@ -57,6 +61,21 @@ def _fingerprints(strings: pa.Array) -> U64:
         _mixed(fingerprint)
     if longest > 8 * _WORDS:
         fingerprint ^= _word(words, np.maximum(start + length - 8, start), length)
+        _mixed(fingerprint)
+    return fingerprint
+
+
+def _whole_words(data: pa.Buffer, start: int, size: int, count: int) -> U64:
+    """`_fingerprints` of `count` strings of `size` bytes each (a multiple of 8), from `start`.
+
+    OpenTelemetry's ids (16 and 32 hex digits) are such strings: their words are read where
+    they lie, without gathering and masking them one by one. The numbers are those the general
+    way gives the same strings (it mixes once per word of the longest string, here `size`).
+    """
+    words = np.frombuffer(data, "<u8", count * size // 8, start).reshape(count, size // 8)
+    fingerprint = _mixed(np.full(count, size, dtype=np.uint64))
+    for k in range(size // 8):
+        fingerprint ^= words[:, k]
         _mixed(fingerprint)
     return fingerprint
 

@@ -38,6 +38,22 @@ def test_distinct_strings_read_in_full_are_said_distinct(values: list[str], skip
     assert surely_distinct(sliced(values, skip))
 
 
+ONE_LENGTH = st.sampled_from([8, 16, 32]).flatmap(
+    lambda n: st.lists(st.text("ab", min_size=n, max_size=n), min_size=1, max_size=40)
+)
+"""Strings of one length, a multiple of 8 bytes (as OpenTelemetry's ids are): read as words."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(ONE_LENGTH, st.integers(0, 5))
+def test_strings_of_one_length_read_as_words_get_the_fingerprints_of_any(
+    values: list[str], skip: int
+) -> None:
+    general = _fingerprints(pa.array([*values, "odd"]))[: len(values)]  # lengths differ
+    assert np.array_equal(_fingerprints(sliced(values, skip)), general)
+    assert surely_distinct(sliced(values, skip)) == (len(set(values)) == len(values))
+
+
 def test_strings_equal_but_for_bytes_past_the_first_64_are_told_apart() -> None:
     common = "span-" + "0" * 70
     assert surely_distinct(pa.array([common + "1", common + "2"]))
