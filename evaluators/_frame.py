@@ -7,8 +7,9 @@ turn order, as importers and the harness write them, is not copied at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,7 @@ from plangate.replay.schema import (
 )
 
 Ints = npt.NDArray[np.int64]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -84,6 +86,7 @@ class TraceFrame:
         """The validated table, in its own order."""
         self._columns: dict[str, pa.Array] = {}
         self._codes: dict[str, tuple[Ints, pa.Array]] = {}
+        self._kept: dict[str, Any] = {}
         self.order, self.turn, turn_starts = _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
         `turn`: each position's turn number."""
@@ -126,6 +129,16 @@ class TraceFrame:
             ordered = codes if self.order is None else codes[self.order]
             self._codes[name] = ordered, distinct
         return self._codes[name]
+
+    def kept(self, key: str, compute: Callable[[], T]) -> T:
+        """What `compute` gives, computed once for this frame.
+
+        Evaluators that read the same thing share it: `tokens` and `cost` the model calls'
+        usage, parsed from their spans' attribute JSON.
+        """
+        if key not in self._kept:
+            self._kept[key] = compute()
+        return self._kept[key]  # type: ignore[no-any-return]
 
     def empty(self, name: str) -> bool:
         """Whether a column is null in every row (nothing to read: the fast paths skip it)."""

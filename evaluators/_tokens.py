@@ -97,7 +97,7 @@ def tokens(frame: TraceFrame, rubrics: RubricSet) -> TurnScores:
     Returns:
         Every turn's verdict; the score is the total tokens (prompt plus completion).
     """
-    usage = _usage(frame)
+    usage = frame.kept("tokens.usage", lambda: _usage(frame))
     budget = turn_budget(frame, rubrics, "max_tokens", lambda v: f"{v:,}")
     counted = usage.counted > 0
     total = np.where(counted, usage.total, np.nan)
@@ -129,7 +129,7 @@ def cost(frame: TraceFrame, rubrics: RubricSet, price_as: str | None = None) -> 
     Returns:
         Every turn's verdict; the score is the cost in US dollars.
     """
-    usage = _usage(frame)
+    usage = frame.kept("tokens.usage", lambda: _usage(frame))
     priced = usage if price_as is None else _priced_as(usage, price_as)
     prices = _turn_costs(frame, priced)
     budget = turn_budget(frame, rubrics, "max_cost", lambda v: f"${v:g}")
