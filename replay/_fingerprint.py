@@ -3,8 +3,9 @@
 Hashing a million distinct strings into Arrow's dictionary takes about 0.3 s here; reading
 each string's bytes as a few 64-bit words and sorting one number per string takes a tenth of
 that. Strings all of one length, a multiple of 8 bytes (OpenTelemetry's span ids), are read as
-words where they lie: 82,000 span ids in 1 ms rather than 5 to 6. Equal strings get equal fingerprints, so fingerprints that all differ prove the strings
-do; two equal fingerprints prove nothing, and the caller then asks the exact question.
+words where they lie: 82,000 span ids in 1 ms rather than 5 to 6. Equal strings get equal
+fingerprints, so fingerprints that all differ prove the strings do; two equal fingerprints
+prove nothing, and the caller then asks the exact question.
 """
 
 from __future__ import annotations
