@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from plangate.evaluators._columns import Column, TurnScores
 from plangate.evaluators._frame import Spans, TraceFrame, constant
@@ -77,6 +78,12 @@ AGENT_COST = "agent_cost"
 """tau2-bench's cost of the agent's calls over a simulation, on the AGENT row."""
 PROVIDER_KEYS = ("llm.provider", "gen_ai.provider.name", "llm.system", "gen_ai.system")
 """Where a span names its provider, the first present winning (OpenInference, then GenAI)."""
+_FIELDS = pa.schema(
+    [(CACHED_TOKENS, pa.int64()), (COST_TOTAL, pa.float64())]
+    + [(key, pa.string()) for key in PROVIDER_KEYS]
+)
+"""The fields `_attributes` reads from an LLM span's attributes, as Arrow's JSON reader reads
+them: a count must be a whole number (1.0 is not one, as for `_count`)."""
 
 _OVER, _UNCOUNTED, _UNBUDGETED, _WITHIN, _UNPRICED, _LOST = range(6)
 _UNKNOWN_KIND = SPAN_KIND_CODES.index("UNKNOWN")
@@ -253,12 +260,24 @@ def _turn_sums(values: Floats, turn: Ints, calls: Ints) -> Floats:
 def _attributes(frame: TraceFrame, positions: Ints) -> tuple[Floats, Floats, Codes]:
     """Cached tokens, recorded cost (NaN: none) and provider codes from spans' `attributes`.
 
-    Each distinct `attributes` text is parsed once.
+    Arrow's JSON reader reads just these fields from the whole column at once, where it lies
+    (`_read_fields`: not a copy of the model calls' texts, which production spans make tens of
+    megabytes); where it cannot (a value of another type, a text that is not one JSON object),
+    Python parses each distinct text of the model calls once, with the same result.
     """
     if frame.empty(ATTRIBUTES):
         none = constant(np.nan, len(positions))
         return none, none, (constant(-1, len(positions), np.int64), pa.array([], pa.string()))
-    encoded = frame.values(ATTRIBUTES, positions).dictionary_encode()
+    read = _read_fields(frame.column(ATTRIBUTES))  # the whole column, where it lies
+    if read is None:
+        return _parse_fields(frame.values(ATTRIBUTES, positions))
+    cached, recorded, (code, names) = read
+    return cached[positions], recorded[positions], (code[positions], names)
+
+
+def _parse_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes]:
+    """`_attributes` by Python: each distinct text parsed once."""
+    encoded = texts.dictionary_encode()
     index = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
     parsed = [_parse(text) for text in encoded.dictionary.to_pylist()]
     cached = np.array([_count(p.get(CACHED_TOKENS)) for p in parsed] + [np.nan])
@@ -271,6 +290,56 @@ def _attributes(frame: TraceFrame, positions: Ints) -> tuple[Floats, Floats, Cod
         recorded[index],
         (code.astype(np.int64)[index], pa.array(names, pa.string())),
     )
+
+
+def _read_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes] | None:
+    """`_attributes` by Arrow's JSON reader, or None where only Python can say the same."""
+    rows = _json_rows(texts)
+    if rows is None:
+        return None
+    known, read = rows
+    cached, recorded = np.full(len(texts), np.nan), np.full(len(texts), np.nan)
+    cached[known] = _numbers(read.column(CACHED_TOKENS))
+    recorded[known] = _numbers(read.column(COST_TOTAL))
+    named = [pc.if_else(pc.equal(read.column(k), ""), None, read.column(k)) for k in PROVIDER_KEYS]
+    found = pc.coalesce(*named).combine_chunks().dictionary_encode()
+    distinct = found.dictionary.to_pylist()
+    names = sorted(distinct)
+    rank = np.array([names.index(v) for v in distinct] + [-1], np.int64)
+    code = np.full(len(texts), -1, dtype=np.int64)
+    code[known] = rank[np.asarray(found.indices.fill_null(-1).to_numpy(zero_copy_only=False))]
+    return cached, recorded, (code, pa.array(names, pa.string()))
+
+
+def _json_rows(texts: pa.Array) -> tuple[Ints, pa.Table] | None:
+    """The texts that are not null, and `_FIELDS` read from each; None where Arrow cannot.
+
+    The texts are read where they lie, one after the other: each must be one JSON object (a
+    text that is not, or a field of another type, stops the reader, and Python reads them).
+    """
+    valid = np.asarray(texts.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    known = np.flatnonzero(valid)
+    if not len(known) or not pc.all(pc.starts_with(texts, "{")).as_py():
+        return None
+    _, offsets, data = texts.buffers()
+    bounds = np.frombuffer(offsets, np.int32, len(texts) + 1, 4 * texts.offset)
+    if np.diff(bounds)[~valid].any():  # a null holding bytes (Arrow allows it): not here
+        return None
+    body = pa.py_buffer(memoryview(data)[bounds[0] : bounds[-1]])
+    options = pj.ParseOptions(
+        explicit_schema=_FIELDS, unexpected_field_behavior="ignore", newlines_in_values=True
+    )
+    try:
+        read = pj.read_json(pa.BufferReader(body), parse_options=options)
+    except pa.ArrowInvalid:
+        return None
+    return (known, read) if read.num_rows == len(known) else None  # else: two objects in one
+
+
+def _numbers(values: pa.ChunkedArray) -> Floats:
+    """Counts or costs read by Arrow, as `_count` and `_dollars` take them (NaN: not one)."""
+    number = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return np.where(np.isfinite(number) & (number >= 0), number, np.nan)
 
 
 def _parse(text: str) -> dict[str, Any]:

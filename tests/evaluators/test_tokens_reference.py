@@ -68,16 +68,30 @@ def _llm_fields(draw: st.DrawFn) -> Span:
         attributes["llm.cost.total"] = draw(st.sampled_from([0.0, 0.001, 0.25]))
     if draw(st.integers(0, 5)) == 0:
         attributes[DROPPED] = draw(st.sampled_from([0, 3, 12]))
+    if rarely():  # not a provider's name: left out (and Python, not Arrow, reads the text)
+        attributes["llm.system"] = 7
+    text = json.dumps(attributes) if attributes else None
+    if rarely():
+        text = draw(st.sampled_from(["[]", "not JSON", ""]))  # no attributes to read
     return {"tokens_prompt": prompt, "tokens_completion": completion, "model_name": model,
-            "attributes": json.dumps(attributes) if attributes else None}  # fmt: skip
+            "attributes": text}  # fmt: skip
 
 
 # -- the reference ------------------------------------------------------------------------------
 
 
+def attributes_of(span: Span) -> dict[str, Any]:
+    """A span's attributes: its JSON object, else none."""
+    try:
+        value = json.loads(span["attributes"] or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def call_cost(span: Span) -> tuple[float | None, str | None]:
     """One call's cost (recorded, else genai-prices'), or why it has none."""
-    attributes = json.loads(span["attributes"] or "{}")
+    attributes = attributes_of(span)
     if "llm.cost.total" in attributes:
         return attributes["llm.cost.total"], None
     prompt, completion = span["tokens_prompt"], span["tokens_completion"]
@@ -102,7 +116,7 @@ def call_cost(span: Span) -> tuple[float | None, str | None]:
 
 def dropped(span: Span) -> bool:
     """Whether the sender dropped some of the span's attributes."""
-    count = json.loads(span["attributes"] or "{}").get(DROPPED, 0)
+    count = attributes_of(span).get(DROPPED, 0)
     return int(count) > 0
 
 
@@ -124,9 +138,9 @@ def judge(
     lost_costs = lost + [
         s for s in llms
         if dropped(s) and s["tokens_prompt"] is None and s["tokens_completion"] is None
-        and "llm.cost.total" not in json.loads(s["attributes"] or "{}")
+        and "llm.cost.total" not in attributes_of(s)
     ]  # fmt: skip
-    agent_cost = json.loads((agent or {}).get("attributes") or "{}").get("agent_cost")
+    agent_cost = attributes_of(agent or {"attributes": None}).get("agent_cost")
     costs = [call_cost(s) for s in llms]
     if agent_cost is not None:
         cost, label, lost_costs = agent_cost, None, []

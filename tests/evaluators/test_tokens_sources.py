@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from genai_prices import Usage, calc_price
 
 from plangate.evaluators import evaluate
+from plangate.evaluators._tokens import _parse_fields, _read_fields
 from plangate.replay import SpanRecord, build_table, import_traces, rows_from_spans
 
 TAU2 = "tau2-bench"
@@ -126,3 +128,49 @@ def test_genai_usage_becomes_the_turns_tokens(input_key: str, output_key: str) -
         for p, c in [(812, 64), (1000, 36)]
     )  # fmt: skip
     assert cost["score"] == pytest.approx(expected, rel=1e-12)
+
+
+TRICKY = [
+    '{"llm.provider": "openai", "llm.token_count.prompt_details.cache_read": 100}',
+    '{"gen_ai.system": "anthropic", "llm.provider": ""}',  # an empty name is no name
+    '{"llm.system": "x", "gen_ai.provider.name": "y"}',  # the first key in order wins
+    '{"metadata": {"llm.provider": "nested"}, "llm.cost.total": 0.5}',  # not the span's own
+    '{"llm.cost.total": -1, "llm.token_count.prompt_details.cache_read": -5}',
+    '{"llm.cost.total": Infinity}',
+    '{"llm.provider": "caf\\u00e9"}',
+    None,
+    '{"llm.cost.total": 2}',
+]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [None, '{"llm.token_count.prompt_details.cache_read": 5.0}', "[]", "", '{"a": 1}{"b": 2}',
+     '{"llm.system": 7}', "not JSON"],
+)  # fmt: skip
+def test_arrow_reads_the_attributes_as_python_does_or_leaves_them_to_it(extra: str | None) -> None:
+    """Arrow's JSON reader gives what Python gives, and gives up where only Python can say."""
+    texts = pa.array([*TRICKY, *([extra] if extra is not None else [])], pa.string())
+    read = _read_fields(texts)
+    if extra is not None:
+        assert read is None  # another type, not one object per text: Python reads them
+        return
+    assert read is not None
+    parsed = _parse_fields(texts)
+    np.testing.assert_array_equal(read[0], parsed[0])
+    np.testing.assert_array_equal(read[1], parsed[1])
+    assert (
+        read[2][1].to_pylist() == parsed[2][1].to_pylist() == ["anthropic", "café", "openai", "y"]
+    )
+    np.testing.assert_array_equal(read[2][0], parsed[2][0])
+
+
+def test_a_null_that_holds_bytes_is_left_to_python() -> None:
+    """Arrow allows a null slot to hold bytes: read in place, they could complete a broken text."""
+    data = b'{"llm.provider": "a"' + b"}"  # a text cut short, then a null slot's byte
+    offsets = pa.py_buffer(np.array([0, 20, 21], dtype=np.int32).tobytes())
+    validity = pa.py_buffer(np.packbits([1, 0], bitorder="little").tobytes())
+    texts = pa.Array.from_buffers(pa.string(), 2, [validity, offsets, pa.py_buffer(data)], 1)
+    assert texts.to_pylist() == ['{"llm.provider": "a"', None]
+    assert _read_fields(texts) is None
+    assert _parse_fields(texts)[2][1].to_pylist() == []  # not JSON: no provider
