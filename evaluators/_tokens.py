@@ -180,8 +180,7 @@ def _verdicts(measured: Floats, known: Bools, budget: Budget, lower: Bools) -> t
     label = np.where(over, _OVER, np.where(budgeted, _WITHIN, _UNBUDGETED))
     label = np.where(known, label, _UNCOUNTED)
     label = np.where(lower & ~over, _LOST, label).astype(np.int64)
-    passed = np.where(known & budgeted & ~lower, np.where(over, 0.0, 1.0), np.nan)
-    passed[over] = 0.0
+    passed = np.where(over, 0.0, np.where(known & budgeted & ~lower, 1.0, np.nan))
     return label, passed
 
 
@@ -199,10 +198,14 @@ def _usage(frame: TraceFrame) -> Usage:
     completion_sum = _turn_sums(completion, llms.turn, calls)
     has_counts = ~np.isnan(prompt) | ~np.isnan(completion)
     counted = _per_turn(has_counts, llms, turns)
+    dropped = _dropped(frame, llms.position, np.isnan(prompt) | np.isnan(completion))
+    unknown = _unknown_lost(frame)
     return Usage(
         calls=calls,
         counted=counted,
-        lost=_lost(frame, np.isnan(prompt) | np.isnan(completion)),
+        lost=_per_turn(dropped, llms, turns) + unknown,
+        span_dropped=dropped,
+        unknown_lost=unknown,
         prompt=prompt_sum,
         completion=completion_sum,
         cached=_turn_sums(cached, llms.turn, calls),
@@ -216,27 +219,32 @@ def _usage(frame: TraceFrame) -> Usage:
     )
 
 
-def _lost(frame: TraceFrame, missing: Bools) -> Ints:
-    """Per turn: spans that lost attributes at the sender and may have held what is measured.
+def _dropped(frame: TraceFrame, positions: Ints, where: Bools) -> Bools:
+    """Whether the sender dropped attributes of each span at `positions`, looked at `where` only.
 
-    Those are the LLM spans `missing` marks (in `frame.llms` order: without a count, say) and
-    the spans of unknown kind (the kind may have gone with the counts), among the spans whose
-    attributes say the sender dropped some.
+    Only the texts that name `DROPPED_ATTRIBUTES` are parsed (few, in most tables: none).
     """
-    turns = len(frame.turns)
-    if frame.empty(ATTRIBUTES):
-        return np.zeros(turns, dtype=np.int64)
-    unknown = np.flatnonzero(frame.kind == _UNKNOWN_KIND)
-    candidates = np.union1d(frame.llms.position[missing], unknown)
-    if not len(candidates):
-        return np.zeros(turns, dtype=np.int64)
-    texts = frame.values(ATTRIBUTES, candidates)
+    dropped = np.zeros(len(positions), dtype=bool)
+    rows = np.flatnonzero(where)
+    if frame.empty(ATTRIBUTES) or not len(rows):
+        return dropped
+    texts = frame.values(ATTRIBUTES, positions[rows])
     mention = pc.match_substring(texts, DROPPED_ATTRIBUTES).fill_null(False)
     mentioned = np.flatnonzero(np.asarray(mention.to_numpy(zero_copy_only=False), dtype=bool))
     said = texts.take(pa.array(mentioned)).to_pylist()
-    dropped = np.array([_count(_parse(t).get(DROPPED_ATTRIBUTES)) > 0 for t in said], bool)
-    lost = candidates[mentioned[dropped]]
-    return np.bincount(frame.turn[lost], minlength=turns).astype(np.int64)
+    some = np.array([_count(_parse(t).get(DROPPED_ATTRIBUTES)) > 0 for t in said], dtype=bool)
+    dropped[rows[mentioned[some]]] = True
+    return dropped
+
+
+def _unknown_lost(frame: TraceFrame) -> Ints:
+    """Per turn: spans of unknown kind whose attributes the sender dropped.
+
+    Their kind may have gone with them: they may have been model calls, counts and cost too.
+    """
+    unknown = np.flatnonzero(frame.kind == _UNKNOWN_KIND)
+    lost = unknown[_dropped(frame, unknown, np.ones(len(unknown), dtype=bool))]
+    return np.bincount(frame.turn[lost], minlength=len(frame.turns)).astype(np.int64)
 
 
 def _codes_at(encoded: tuple[Ints, pa.Array], positions: Ints) -> Codes:
@@ -282,14 +290,8 @@ def _parse_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes]:
     parsed = [_parse(text) for text in encoded.dictionary.to_pylist()]
     cached = np.array([_count(p.get(CACHED_TOKENS)) for p in parsed] + [np.nan])
     recorded = np.array([_dollars(p.get(COST_TOTAL)) for p in parsed] + [np.nan])
-    providers = [_provider(p) for p in parsed]
-    names = sorted({p for p in providers if p is not None})
-    code = np.array([names.index(p) if p is not None else -1 for p in providers] + [-1])
-    return (
-        cached[index],
-        recorded[index],
-        (code.astype(np.int64)[index], pa.array(names, pa.string())),
-    )
+    code, names = _sorted_codes(pa.array([_provider(p) for p in parsed], pa.string()))
+    return cached[index], recorded[index], (np.append(code, -1)[index], names)
 
 
 def _read_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes] | None:
@@ -302,13 +304,23 @@ def _read_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes] | None:
     cached[known] = _numbers(read.column(CACHED_TOKENS))
     recorded[known] = _numbers(read.column(COST_TOTAL))
     named = [pc.if_else(pc.equal(read.column(k), ""), None, read.column(k)) for k in PROVIDER_KEYS]
-    found = pc.coalesce(*named).combine_chunks().dictionary_encode()
-    distinct = found.dictionary.to_pylist()
-    names = sorted(distinct)
-    rank = np.array([names.index(v) for v in distinct] + [-1], np.int64)
+    found, names = _sorted_codes(pc.coalesce(*named).combine_chunks())
     code = np.full(len(texts), -1, dtype=np.int64)
-    code[known] = rank[np.asarray(found.indices.fill_null(-1).to_numpy(zero_copy_only=False))]
-    return cached, recorded, (code, pa.array(names, pa.string()))
+    code[known] = found
+    return cached, recorded, (code, names)
+
+
+def _sorted_codes(values: pa.Array) -> Codes:
+    """Provider names as codes into their distinct values, sorted (-1: none).
+
+    As `Usage` keeps them: `models_json` takes them sorted.
+    """
+    encoded = values.dictionary_encode()
+    distinct = encoded.dictionary.to_pylist()
+    names = sorted(distinct)
+    rank = np.array([names.index(v) for v in distinct] + [-1], dtype=np.int64)
+    code = rank[np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))]
+    return code, pa.array(names, pa.string())
 
 
 def _json_rows(texts: pa.Array) -> tuple[Ints, pa.Table] | None:
@@ -390,7 +402,8 @@ def _turn_costs(frame: TraceFrame, usage: Usage) -> Prices:
     blocked = _per_turn(calls.unpriced, llms, turns) > 0
     cost = np.where(from_agent, agent_cost, np.where(~blocked & (costed > 0), summed, np.nan))
     uncosted = np.isnan(usage.span_prompt) & np.isnan(usage.span_completion)
-    lost = np.where(from_agent, 0, _lost(frame, uncosted & np.isnan(usage.span_cost)))
+    uncosted &= np.isnan(usage.span_cost) & usage.span_dropped
+    lost = np.where(from_agent, 0, _per_turn(uncosted, llms, turns) + usage.unknown_lost)
     return Prices(
         cost=cost,
         from_agent=from_agent,

@@ -60,7 +60,7 @@ class Usage:
     """Model calls with a prompt or completion count."""
     lost: Ints
     """Spans that lost attributes at the sender and may have held a count (the sums are then
-    lower bounds)."""
+    lower bounds): LLM spans without a count among `span_dropped`, and `unknown_lost`."""
     prompt: Floats
     completion: Floats
     cached: Floats
@@ -71,6 +71,10 @@ class Usage:
     span_cached: Floats
     span_cost: Floats
     """The cost the source recorded for the call (NaN: none)."""
+    span_dropped: Bools
+    """Whether the sender dropped the call's attributes (looked at where a count is missing)."""
+    unknown_lost: Ints
+    """Per turn: spans of unknown kind that lost attributes at the sender."""
     model: Codes
     provider: Codes
 
