@@ -116,6 +116,18 @@ class TraceFrame:
             self._columns[name] = column if self.order is None else column.take(self.order)
         return self._columns[name]
 
+    def unordered(self, name: str) -> pa.Array:
+        """A whole column as one array in the table's own order, where it lies (not kept).
+
+        For a reader of every row (Arrow's JSON reader, say) that then picks some: cheaper than
+        a copy of the column in turn order when values are large. Pick with `rows`.
+        """
+        return _whole(self.table.column(name))
+
+    def rows(self, positions: Ints) -> Ints:
+        """The table's rows of some positions (turn order)."""
+        return positions if self.order is None else self.order[positions]
+
     def codes(self, name: str) -> tuple[Ints, pa.Array]:
         """A column as codes into its distinct values, in turn order (-1: null); kept.
 
@@ -156,8 +168,7 @@ class TraceFrame:
         """A column's values at some positions (-1: null)."""
         missing = positions < 0
         if not missing.any():
-            rows = positions if self.order is None else self.order[positions]
-            return self.table.column(name).take(rows).combine_chunks()
+            return self.table.column(name).take(self.rows(positions)).combine_chunks()
         rows = positions if self.order is None else np.where(missing, -1, self.order[positions])
         return self.table.column(name).take(pa.array(rows, mask=missing)).combine_chunks()
 

@@ -276,11 +276,12 @@ def _attributes(frame: TraceFrame, positions: Ints) -> tuple[Floats, Floats, Cod
     if frame.empty(ATTRIBUTES):
         none = constant(np.nan, len(positions))
         return none, none, (constant(-1, len(positions), np.int64), pa.array([], pa.string()))
-    read = _read_fields(frame.column(ATTRIBUTES))  # the whole column, where it lies
+    read = _read_fields(frame.unordered(ATTRIBUTES))  # the whole column, where it lies
     if read is None:
         return _parse_fields(frame.values(ATTRIBUTES, positions))
     cached, recorded, (code, names) = read
-    return cached[positions], recorded[positions], (code[positions], names)
+    rows = frame.rows(positions)
+    return cached[rows], recorded[rows], (code[rows], names)
 
 
 def _parse_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes]:

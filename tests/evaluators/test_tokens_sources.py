@@ -8,6 +8,7 @@ simulation's tokens are its assistant messages' usage summed, and its cost is `a
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,37 @@ def test_a_null_that_holds_bytes_is_left_to_python() -> None:
     assert texts.to_pylist() == ['{"llm.provider": "a"', None]
     assert _read_fields(texts) is None
     assert _parse_fields(texts)[2][1].to_pylist() == []  # not JSON: no provider
+
+
+def test_attributes_read_in_the_tables_own_order_land_on_their_spans() -> None:
+    """Arrow reads `attributes` in the table's row order: the fields go to their own spans.
+
+    Rows in reverse put every span elsewhere than its turn-order position; each call's cached
+    tokens, provider and recorded cost must still be its own.
+    """
+    spans = []
+    for turn in range(3):
+        trace = f"{turn + 1:032x}"  # a trace a turn
+        root = replace(span(10 * turn, None, {"openinference.span.kind": "AGENT"}), trace_id=trace)
+        spans.append(root)
+        for call in range(1, 3):
+            number = 10 * turn + call
+            llm = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o",
+                   "llm.token_count.prompt": 1000 * number, "llm.token_count.completion": 10,
+                   "llm.token_count.prompt_details.cache_read": number,
+                   "llm.provider": "openai" if call == 1 else "azure"}  # fmt: skip
+            if turn == 1:
+                llm["llm.cost.total"] = 0.25 * call
+            spans.append(replace(span(number, root.span_id, llm), trace_id=trace))
+    table = build_table(rows_from_spans(spans, source="otlp"))
+    reversed_rows = table.take(pa.array(np.arange(table.num_rows)[::-1]))
+    assert reversed_rows.column("span_id").to_pylist() != table.column("span_id").to_pylist()
+    scores = evaluate(table, names=["tokens", "cost"]).to_pylist()
+    assert evaluate(reversed_rows, names=["tokens", "cost"]).to_pylist() == scores
+    turns = {(r["evaluator"], r["turn_index"]): r for r in scores}
+    assert len(turns) == 6
+    assert turns["cost", 1]["score"] == 0.75  # the recorded costs, not priced
+    assert json.loads(turns["cost", 1]["details"])["recorded_calls"] == 2
+    assert json.loads(turns["tokens", 2]["details"])["tokens_cached"] == 21 + 22
+    models = json.loads(turns["tokens", 0]["details"])["models"]
+    assert [m["provider"] for m in models] == ["azure", "openai"]
