@@ -72,9 +72,9 @@ def synthetic_table(
             columns[name].append(values.get(name))
 
     for t in range(turns):
-        session, trace = f"s{t // 4}", f"t{t}"
+        session, trace = f"s{t // 4}", f"{t + 1:032x}"  # OpenTelemetry ids
         loop_from = int(rng.integers(0, calls)) if t % 7 == 0 else None
-        add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-a", span_kind="AGENT",
+        add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=_span_id(t, 0), span_kind="AGENT",
             name="agent.turn", status_code="OK", source="bench", start_time=start, stop_reason="finished",
             end_time=start + timedelta(seconds=2 * calls + 1))  # fmt: skip
         for c in range(calls):
@@ -94,17 +94,22 @@ def synthetic_table(
                 if t % 5 == 0 and c == 0
                 else None
             )
-            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-l{c}", span_kind="LLM",
+            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=_span_id(t, 2 * c + 1), span_kind="LLM",
                 name="llm.call", status_code="OK", source="bench", iteration=c + 1, start_time=at,
-                end_time=at + timedelta(seconds=1), tokens_prompt=500, tokens_completion=20, parent_span_id=f"{trace}-a",
+                end_time=at + timedelta(seconds=1), tokens_prompt=500, tokens_completion=20, parent_span_id=_span_id(t, 0),
                 attributes=_messages(t, c, messages))  # fmt: skip
-            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=f"{trace}-c{c}", span_kind="TOOL",
+            add(session_id=session, turn_index=t % 4, trace_id=trace, span_id=_span_id(t, 2 * c + 2), span_kind="TOOL",
                 name="tool.search", status_code="OK", source="bench", iteration=c + 1, tool_name="search",
                 tool_args=canonical_arguments(text), start_time=at + timedelta(seconds=1),
-                end_time=at + timedelta(seconds=2), plan=plan, parent_span_id=f"{trace}-a")  # fmt: skip
+                end_time=at + timedelta(seconds=2), plan=plan, parent_span_id=_span_id(t, 0))  # fmt: skip
     table = pa.Table.from_pydict(columns, schema=SCHEMA)
     validate_table(table)
     return table, raw
+
+
+def _span_id(turn: int, number: int) -> str:
+    """The id of a turn's `number`th span: 16 hex digits, as every source plangate reads has."""
+    return f"{turn:012x}{number:04x}"
 
 
 def _messages(turn: int, call: int, messages: int) -> str | None:
