@@ -23,6 +23,7 @@ from plangate.replay.schema import (
     TOOL_NAME,
     TOOL_SPAN_PREFIX,
     TURN_INDEX,
+    upgrade_table,
     validate_table,
 )
 
@@ -116,14 +117,6 @@ class TraceFrame:
             self._columns[name] = column if self.order is None else column.take(self.order)
         return self._columns[name]
 
-    def unordered(self, name: str) -> pa.Array:
-        """A whole column as one array in the table's own order, where it lies (not kept).
-
-        For a reader of every row (Arrow's JSON reader, say) that then picks some: cheaper than
-        a copy of the column in turn order when values are large. Pick with `rows`.
-        """
-        return _whole(self.table.column(name))
-
     def rows(self, positions: Ints) -> Ints:
         """The table's rows of some positions (turn order)."""
         return positions if self.order is None else self.order[positions]
@@ -204,7 +197,8 @@ class TraceFrame:
 
 
 def prepare(table: pa.Table) -> TraceFrame:
-    """Validate a trace table and prepare its frame."""
+    """Validate a trace table and prepare its frame (a table of an older schema upgraded)."""
+    table = upgrade_table(table)
     return TraceFrame(table, validate_table(table))
 
 

@@ -31,7 +31,7 @@ from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, empty_table
+from plangate.replay.schema import ATTRIBUTE_FIELDS, COLUMNS, SESSION_ID, empty_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -41,6 +41,7 @@ BUCKET = "__plangate_bucket"
 """The column that groups sessions for one `evaluate` call (dropped before the call)."""
 CONNECT_TIMEOUT_S = 5.0
 """How long `--address` may take to accept a connection before the run gives up."""
+_VERSION_1 = [name for name in COLUMNS if name not in ATTRIBUTE_FIELDS]
 SHUFFLE_STRATEGY_ENV = "RAY_DATA_DEFAULT_SHUFFLE_STRATEGY"
 """Ray's own setting: when it is set, the grouping uses that shuffle (see `_read`)."""
 
@@ -144,7 +145,7 @@ def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) ->
     cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
     buckets = max(math.ceil(rows / batch_rows), cpus)
     scored = (
-        _read(paths, blocks=buckets)
+        _read(paths, blocks=buckets, columns=_VERSION_1 if _some_of_version_1(paths) else None)
         .map_batches(partial(with_bucket, buckets=buckets), batch_format="pyarrow")
         .groupby(BUCKET, num_partitions=buckets)  # used by the hash shuffles only
         .map_groups(partial(score_group, **options), batch_format="pyarrow")
@@ -180,6 +181,16 @@ def count_rows(paths: list[str]) -> int:
         )
     except (OSError, pa.ArrowException) as exc:
         raise EvaluatorError(f"{_first_line(exc)}; expected Parquet trace tables") from exc
+
+
+def _some_of_version_1(paths: list[str]) -> bool:
+    """Whether some file is a trace table of schema version 1, without the attribute fields.
+
+    Ray would give its rows nulls in those columns, beside the other files' values: then every
+    file is read without them, and `evaluate` reads them from the rows' attributes.
+    """
+    files = pds.dataset(paths[0] if len(paths) == 1 else paths, format="parquet").get_fragments()
+    return any(not set(ATTRIBUTE_FIELDS) <= set(f.physical_schema.names) for f in files)
 
 
 def with_bucket(batch: pa.Table, *, buckets: int) -> pa.Table:
@@ -244,8 +255,10 @@ def _session(ray: ModuleType, address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
-def _read(paths: list[str], blocks: int) -> Dataset:
+def _read(paths: list[str], blocks: int, columns: list[str] | None) -> Dataset:
     """The trace rows in `blocks` blocks, with this module's settings (the caller's are kept).
+
+    Only `columns`, where given (else every column).
 
     As many blocks as buckets: a sort moves blocks × blocks pieces, and Ray's default for a
     read (at least 200 blocks) would make that tens of thousands of tiny objects.
@@ -261,7 +274,9 @@ def _read(paths: list[str], blocks: int) -> Dataset:
     current.use_datasource_v2 = False
     current.enable_progress_bars = False
     try:
-        dataset = read_parquet(paths, partitioning=None, override_num_blocks=blocks)
+        dataset = read_parquet(
+            paths, partitioning=None, override_num_blocks=blocks, columns=columns
+        )
     finally:
         current.use_datasource_v2, current.enable_progress_bars = saved
     context = dataset.context  # the dataset's own copy: what it and its children run with

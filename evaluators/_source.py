@@ -18,7 +18,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from plangate.replay.schema import SCHEMA, SCHEMA_VERSION, TraceTableError
+from plangate.replay.schema import (
+    ATTRIBUTE_FIELDS,
+    ATTRIBUTES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TraceTableError,
+    attribute_columns,
+)
 
 READ_ROWS = 65_536
 """Rows read from a file at a time."""
@@ -131,7 +138,11 @@ def _footer(path: str) -> tuple[pa.Schema, int]:
 def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
     """Check a file's columns; return the trace columns its partition keys give, typed."""
     constants = {name: value for name, value in keys.items() if name in TRACE_COLUMNS}
-    missing = [c for c in TRACE_COLUMNS if c not in schema.names and c not in constants]
+    missing = [
+        c
+        for c in TRACE_COLUMNS
+        if c not in schema.names and c not in constants and c not in ATTRIBUTE_FIELDS
+    ]  # a file of schema version 1 has no attribute fields' columns: they are read when it is
     if missing:
         raise TraceTableError(
             f"{path}: not a trace table: missing columns {missing}; expected {list(TRACE_COLUMNS)}"
@@ -159,14 +170,19 @@ def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, i
     """
     schema = pa.schema([SCHEMA.field(name) for name in columns], metadata=SCHEMA.metadata)
     for path, constants in zip(source.files, source.constants, strict=True):
-        stored = [name for name in columns if name not in constants]
         offset = 0
         with pq.ParquetFile(path) as reader:
+            has = set(reader.schema_arrow.names)
+            stored = [name for name in columns if name not in constants and name in has]
+            older = [name for name in columns if name not in constants and name not in has]
+            if older and ATTRIBUTES not in stored:  # schema version 1: read from attributes
+                stored.append(ATTRIBUTES)
             for batch in reader.iter_batches(batch_size=READ_ROWS, columns=stored):
+                found = dict(zip(stored, batch.columns, strict=True))
+                if older:
+                    found.update(attribute_columns(found[ATTRIBUTES]))
                 arrays = [
-                    pa.repeat(constants[name], batch.num_rows)
-                    if name in constants
-                    else batch.column(name)
+                    pa.repeat(constants[name], batch.num_rows) if name in constants else found[name]
                     for name in columns
                 ]
                 yield path, offset, pa.Table.from_arrays(arrays, schema=schema)

@@ -29,18 +29,14 @@ only for models whose prices are tiered or change over time.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from plangate.evaluators._columns import Column, TurnScores
-from plangate.evaluators._frame import Spans, TraceFrame, constant
+from plangate.evaluators._frame import Spans, TraceFrame
 from plangate.evaluators._prices import PER_CALL, price_calls, price_rule
 from plangate.evaluators._registry import EvaluatorError, evaluator
 from plangate.evaluators._rubric import RubricSet
@@ -59,31 +55,24 @@ from plangate.evaluators._tokens_text import (
 )
 from plangate.replay.schema import (
     ATTRIBUTES,
-    DROPPED_ATTRIBUTES,
+    COST_USD,
+    DROPPED_COUNT,
     MODEL_NAME,
+    PROVIDER,
     SPAN_KIND_CODES,
+    TOKENS_CACHED,
     TOKENS_COMPLETION,
     TOKENS_PROMPT,
+    json_object,
+    recorded_dollars,
 )
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
-CACHED_TOKENS = "llm.token_count.prompt_details.cache_read"
-"""OpenInference's attribute for the prompt tokens served from a cache."""
-COST_TOTAL = "llm.cost.total"
-"""OpenInference's attribute for a call's cost in US dollars."""
 AGENT_COST = "agent_cost"
 """tau2-bench's cost of the agent's calls over a simulation, on the AGENT row."""
-PROVIDER_KEYS = ("llm.provider", "gen_ai.provider.name", "llm.system", "gen_ai.system")
-"""Where a span names its provider, the first present winning (OpenInference, then GenAI)."""
-_FIELDS = pa.schema(
-    [(CACHED_TOKENS, pa.int64()), (COST_TOTAL, pa.float64())]
-    + [(key, pa.string()) for key in PROVIDER_KEYS]
-)
-"""The fields `_attributes` reads from an LLM span's attributes, as Arrow's JSON reader reads
-them: a count must be a whole number (1.0 is not one, as for `_count`)."""
 
 _OVER, _UNCOUNTED, _UNBUDGETED, _WITHIN, _UNPRICED, _LOST = range(6)
 _UNKNOWN_KIND = SPAN_KIND_CODES.index("UNKNOWN")
@@ -220,21 +209,8 @@ def _usage(frame: TraceFrame) -> Usage:
 
 
 def _dropped(frame: TraceFrame, positions: Ints, where: Bools) -> Bools:
-    """Whether the sender dropped attributes of each span at `positions`, looked at `where` only.
-
-    Only the texts that name `DROPPED_ATTRIBUTES` are parsed (few, in most tables: none).
-    """
-    dropped = np.zeros(len(positions), dtype=bool)
-    rows = np.flatnonzero(where)
-    if frame.empty(ATTRIBUTES) or not len(rows):
-        return dropped
-    texts = frame.values(ATTRIBUTES, positions[rows])
-    mention = pc.match_substring(texts, DROPPED_ATTRIBUTES).fill_null(False)
-    mentioned = np.flatnonzero(np.asarray(mention.to_numpy(zero_copy_only=False), dtype=bool))
-    said = texts.take(pa.array(mentioned)).to_pylist()
-    some = np.array([_count(_parse(t).get(DROPPED_ATTRIBUTES)) > 0 for t in said], dtype=bool)
-    dropped[rows[mentioned[some]]] = True
-    return dropped
+    """Whether the sender dropped attributes of each span at `positions`, looked at `where` only."""
+    return where & (frame.numbers(DROPPED_COUNT, positions) > 0)  # NaN, none said: not dropped
 
 
 def _unknown_lost(frame: TraceFrame) -> Ints:
@@ -266,118 +242,16 @@ def _turn_sums(values: Floats, turn: Ints, calls: Ints) -> Floats:
 
 
 def _attributes(frame: TraceFrame, positions: Ints) -> tuple[Floats, Floats, Codes]:
-    """Cached tokens, recorded cost (NaN: none) and provider codes from spans' `attributes`.
+    """Cached tokens, recorded cost (NaN: none) and provider codes of the spans at `positions`.
 
-    Arrow's JSON reader reads just these fields from the whole column at once, where it lies
-    (`_read_fields`: not a copy of the model calls' texts, which production spans make tens of
-    megabytes); where it cannot (a value of another type, a text that is not one JSON object),
-    Python parses each distinct text of the model calls once, with the same result.
+    Their own columns, which hold what the spans' attributes say (`ATTRIBUTE_FIELDS`).
     """
-    if frame.empty(ATTRIBUTES):
-        none = constant(np.nan, len(positions))
-        return none, none, (constant(-1, len(positions), np.int64), pa.array([], pa.string()))
-    read = _read_fields(frame.unordered(ATTRIBUTES))  # the whole column, where it lies
-    if read is None:
-        return _parse_fields(frame.values(ATTRIBUTES, positions))
-    cached, recorded, (code, names) = read
-    rows = frame.rows(positions)
-    return cached[rows], recorded[rows], (code[rows], names)
-
-
-def _parse_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes]:
-    """`_attributes` by Python: each distinct text parsed once."""
-    encoded = texts.dictionary_encode()
-    index = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
-    parsed = [_parse(text) for text in encoded.dictionary.to_pylist()]
-    cached = np.array([_count(p.get(CACHED_TOKENS)) for p in parsed] + [np.nan])
-    recorded = np.array([_dollars(p.get(COST_TOTAL)) for p in parsed] + [np.nan])
-    code, names = _sorted_codes(pa.array([_provider(p) for p in parsed], pa.string()))
-    return cached[index], recorded[index], (np.append(code, -1)[index], names)
-
-
-def _read_fields(texts: pa.Array) -> tuple[Floats, Floats, Codes] | None:
-    """`_attributes` by Arrow's JSON reader, or None where only Python can say the same."""
-    rows = _json_rows(texts)
-    if rows is None:
-        return None
-    known, read = rows
-    cached, recorded = np.full(len(texts), np.nan), np.full(len(texts), np.nan)
-    cached[known] = _numbers(read.column(CACHED_TOKENS))
-    recorded[known] = _numbers(read.column(COST_TOTAL))
-    named = [pc.if_else(pc.equal(read.column(k), ""), None, read.column(k)) for k in PROVIDER_KEYS]
-    found, names = _sorted_codes(pc.coalesce(*named).combine_chunks())
-    code = np.full(len(texts), -1, dtype=np.int64)
-    code[known] = found
-    return cached, recorded, (code, names)
-
-
-def _sorted_codes(values: pa.Array) -> Codes:
-    """Provider names as codes into their distinct values, sorted (-1: none).
-
-    As `Usage` keeps them: `models_json` takes them sorted.
-    """
-    encoded = values.dictionary_encode()
-    distinct = encoded.dictionary.to_pylist()
-    names = sorted(distinct)
-    rank = np.array([names.index(v) for v in distinct] + [-1], dtype=np.int64)
-    code = rank[np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False))]
-    return code, pa.array(names, pa.string())
-
-
-def _json_rows(texts: pa.Array) -> tuple[Ints, pa.Table] | None:
-    """The texts that are not null, and `_FIELDS` read from each; None where Arrow cannot.
-
-    The texts are read where they lie, one after the other: each must be one JSON object (a
-    text that is not, or a field of another type, stops the reader, and Python reads them).
-    """
-    valid = np.asarray(texts.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    known = np.flatnonzero(valid)
-    if not len(known) or not pc.all(pc.starts_with(texts, "{")).as_py():
-        return None
-    _, offsets, data = texts.buffers()
-    bounds = np.frombuffer(offsets, np.int32, len(texts) + 1, 4 * texts.offset)
-    if np.diff(bounds)[~valid].any():  # a null holding bytes (Arrow allows it): not here
-        return None
-    body = pa.py_buffer(memoryview(data)[bounds[0] : bounds[-1]])
-    options = pj.ParseOptions(
-        explicit_schema=_FIELDS, unexpected_field_behavior="ignore", newlines_in_values=True
-    )
-    try:
-        read = pj.read_json(pa.BufferReader(body), parse_options=options)
-    except pa.ArrowInvalid:
-        return None
-    return (known, read) if read.num_rows == len(known) else None  # else: two objects in one
-
-
-def _numbers(values: pa.ChunkedArray) -> Floats:
-    """Counts or costs read by Arrow, as `_count` and `_dollars` take them (NaN: not one)."""
-    number = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
-    return np.where(np.isfinite(number) & (number >= 0), number, np.nan)
-
-
-def _parse(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> float:
-    """A whole token count as a float, NaN for anything else (a source's own, never guessed)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return float(value) if ok else np.nan
-
-
-def _dollars(value: Any) -> float:
-    """A recorded cost as a float, NaN where it is not a finite number at least 0."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if ok and math.isfinite(value) and value >= 0 else np.nan
-
-
-def _provider(attributes: dict[str, Any]) -> str | None:
-    found = (attributes.get(key) for key in PROVIDER_KEYS)
-    return next((v for v in found if isinstance(v, str) and v), None)
+    cached = frame.numbers(TOKENS_CACHED, positions)
+    recorded = frame.numbers(COST_USD, positions)
+    codes, distinct = frame.codes(PROVIDER)
+    names = sorted(distinct.to_pylist())
+    rank = np.array([names.index(v) for v in distinct.to_pylist()] + [-1], dtype=np.int64)
+    return cached, recorded, (rank[codes[positions]], pa.array(names, pa.string()))
 
 
 # -- cost --------------------------------------------------------------------------------------
@@ -428,5 +302,6 @@ def _per_turn(where: Bools, llms: Spans, turns: int) -> Ints:
 def _agent_costs(frame: TraceFrame, positions: Ints) -> Floats:
     encoded = frame.values(ATTRIBUTES, positions).dictionary_encode()
     index = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
-    costs = [_dollars(_parse(text).get(AGENT_COST)) for text in encoded.dictionary.to_pylist()]
-    return np.array([*costs, np.nan])[index]
+    texts = encoded.dictionary.to_pylist()
+    costs = [recorded_dollars(json_object(text).get(AGENT_COST)) for text in texts]
+    return np.array([np.nan if c is None else c for c in costs] + [np.nan])[index]

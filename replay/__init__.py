@@ -66,6 +66,7 @@ from plangate.replay.importers import (
     write_trajectories,
 )
 from plangate.replay.schema import (
+    ATTRIBUTE_FIELDS,
     COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
@@ -76,7 +77,9 @@ from plangate.replay.schema import (
     empty_table,
     lost_attributes,
     read_table,
+    table_from_columns,
     to_utc,
+    upgrade_table,
     validate_table,
     write_parquet,
     write_table,
@@ -84,6 +87,7 @@ from plangate.replay.schema import (
 
 __all__ = [
     "ATIF_VERSION",
+    "ATTRIBUTE_FIELDS",
     "CASSETTE_MODELS",
     "COLUMNS",
     "MANIFEST",
@@ -141,9 +145,11 @@ __all__ = [
     "rows_from_spans",
     "spans_from_table",
     "steps",
+    "table_from_columns",
     "to_utc",
     "trace_table_provider",
     "trajectories_from_table",
+    "upgrade_table",
     "validate_dataset",
     "validate_table",
     "write_dataset",

@@ -47,6 +47,7 @@ from plangate.replay.schema import (
     TOOL_ARGS,
     TOOL_NAME,
     TURN_INDEX,
+    upgrade_table,
     validate_table,
 )
 
@@ -296,6 +297,7 @@ def read_dataset(folder: str | Path) -> GoldenDataset:
 def _load(path: Path) -> GoldenDataset:
     manifest = json.loads(read_text(path / MANIFEST, "dataset manifest", DatasetError))
     tables = {name.removesuffix(".parquet"): pq.read_table(path / name) for name in FILES}
+    tables["spans"] = upgrade_table(tables["spans"])  # spans written by an older plangate
     return GoldenDataset(
         name=manifest["name"],
         description=manifest.get("description", ""),
@@ -363,6 +365,20 @@ def _check_file(
         table = pq.read_table(file)
     except (pa.ArrowException, OSError, ValueError) as exc:
         return [f"{file}: not a readable Parquet file ({_first_line(exc)})"]
+    if file.name == "spans.parquet":
+        table = upgrade_table(table)  # spans written by an older plangate
+    problems = _column_problems(file, table, schema)
+    if file.name == "spans.parquet" and not problems:
+        try:
+            validate_table(table, str(file))
+        except PlangateError as exc:
+            problems.append(str(exc))
+    tables[file.name] = table
+    return problems
+
+
+def _column_problems(file: Path, table: pa.Table, schema: pa.Schema) -> list[str]:
+    """What is wrong with a table's columns against `schema`: missing, of another type, null."""
     problems = []
     for expected in schema:
         if expected.name not in table.column_names:
@@ -378,12 +394,6 @@ def _check_file(
             problems.append(
                 f"{file}: column {expected.name!r}, row {row}: null in a required column"
             )
-    if file.name == "spans.parquet" and not problems:
-        try:
-            validate_table(table, str(file))
-        except PlangateError as exc:
-            problems.append(str(exc))
-    tables[file.name] = table
     return problems
 
 

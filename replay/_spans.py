@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from plangate.replay.schema import DROPPED_ATTRIBUTES, STATUS_CODES, TraceTableError
+from plangate.replay._attribute_fields import DROPPED_ATTRIBUTES
+from plangate.replay.schema import STATUS_CODES, TraceTableError
 
 StatusCode = Literal["OK", "ERROR", "UNSET"]
 """A span's OpenTelemetry status."""

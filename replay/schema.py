@@ -41,10 +41,25 @@ from plangate.harness import (
 )
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
+
+# The columns that hold what the spans' attributes say, defined where those are read; named
+# here too, with the helpers the evaluators use (this is the only module of replay they read).
+from plangate.replay._attribute_fields import ATTRIBUTE_FIELDS as ATTRIBUTE_FIELDS
+from plangate.replay._attribute_fields import COLUMN_FIELDS, with_attribute_fields
+from plangate.replay._attribute_fields import COST_USD as COST_USD
+from plangate.replay._attribute_fields import DROPPED_ATTRIBUTES as DROPPED_ATTRIBUTES
+from plangate.replay._attribute_fields import DROPPED_COUNT as DROPPED_COUNT
+from plangate.replay._attribute_fields import PROVIDER as PROVIDER
+from plangate.replay._attribute_fields import TOKENS_CACHED as TOKENS_CACHED
+from plangate.replay._attribute_fields import attribute_columns as attribute_columns
+from plangate.replay._attribute_fields import json_object as json_object
+from plangate.replay._attribute_fields import recorded_dollars as recorded_dollars
 from plangate.replay._fingerprint import surely_distinct
 
 SCHEMA_NAME = "plangate.trace_table"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added the attribute fields' columns (`ATTRIBUTE_FIELDS`); a table of version 1 gets them
+from its `attributes` when read (`upgrade_table`)."""
 
 SESSION_ID = "session_id"
 TURN_INDEX = "turn_index"
@@ -76,12 +91,6 @@ STOP_REASON = "stop_reason"
 REWARD = "reward"
 TASK_ID = "task_id"
 TRIAL = "trial"
-
-DROPPED_ATTRIBUTES = "otel.dropped_attributes_count"
-"""In a row's `attributes`: how many attributes the sender's SDK dropped from the span over its
-limit (OpenTelemetry keeps 128 by default, the oldest or the newest going by language).
-OpenTelemetry's name for OTLP's `dropped_attributes_count` where a format has no field for it;
-written only when not 0, so that an evaluator can tell a missing value from a lost one."""
 
 SPAN_KINDS = frozenset(
     {"AGENT", "CHAIN", "LLM", "TOOL", "RETRIEVER", "EMBEDDING", "RERANKER", "GUARDRAIL",
@@ -144,12 +153,14 @@ SCHEMA = pa.schema(
         pa.field(REWARD, pa.float64()),
         pa.field(TASK_ID, pa.string()),
         pa.field(TRIAL, pa.int32()),
+        *COLUMN_FIELDS,
     ],
     metadata={"plangate.schema": SCHEMA_NAME, "plangate.version": str(SCHEMA_VERSION)},
 )
 """The trace table's Arrow schema."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
+_VERSION_1_COLUMNS = tuple(name for name in COLUMNS if name not in ATTRIBUTE_FIELDS)
 
 ATTRIBUTE_OF_COLUMN = {
     INPUT_VALUE: semconv.INPUT_VALUE,
@@ -183,15 +194,41 @@ def canonical_arguments(arguments: Any) -> str:
 
 
 def build_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
-    """A trace table from row mappings (missing columns are null), checked against the schema."""
+    """A trace table from row mappings (missing columns are null), checked against the schema.
+
+    The attribute fields' columns a row does not give are read from its `attributes`.
+    """
     rows = list(rows)
     columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
     try:
-        table = pa.Table.from_pydict(columns, schema=SCHEMA)
+        table = table_from_columns(columns)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
         raise TraceTableError(f"rows do not fit the trace table: {_locate(rows, exc)}") from exc
     validate_table(table)
     return table
+
+
+def table_from_columns(columns: Mapping[str, Any]) -> pa.Table:
+    """A trace table (not checked) from its columns as lists or arrays, by name.
+
+    A column left out is null, and the attribute fields' columns are read from `attributes`
+    where they are null (`ATTRIBUTE_FIELDS`): what every producer of a table goes through.
+    """
+    rows = len(columns[SESSION_ID])
+    given = {name: columns.get(name, pa.nulls(rows, SCHEMA.field(name).type)) for name in COLUMNS}
+    return with_attribute_fields(pa.Table.from_pydict(given, schema=SCHEMA), ATTRIBUTES)
+
+
+def upgrade_table(table: pa.Table) -> pa.Table:
+    """A trace table of an older schema version as this one (the same table when it is).
+
+    Version 1 had no attribute fields' columns: they are read from `attributes`.
+    """
+    if all(name in table.column_names for name in ATTRIBUTE_FIELDS):
+        return table
+    if ATTRIBUTES not in table.column_names:
+        return table  # not a trace table: `validate_table` says what is missing
+    return with_attribute_fields(table, ATTRIBUTES)
 
 
 def _locate(rows: list[Mapping[str, Any]], exc: Exception) -> str:
@@ -212,15 +249,16 @@ def _locate(rows: list[Mapping[str, Any]], exc: Exception) -> str:
 def lost_attributes(table: pa.Table) -> str | None:
     """What to tell a team whose agent's spans lost attributes at its SDK (None: none did).
 
-    How many spans (`DROPPED_ATTRIBUTES` in their attributes) and turns, what that does to the
+    How many spans (`dropped_attributes` over 0) and turns, what that does to the
     verdicts, and what to change.
     """
-    found = pc.match_substring(table.column(ATTRIBUTES), f'"{DROPPED_ATTRIBUTES}"')
-    lost = table.filter(found.fill_null(False)).select([SESSION_ID, TURN_INDEX])
+    lost = upgrade_table(table).select([SESSION_ID, TURN_INDEX, DROPPED_COUNT])
+    lost = lost.filter(pc.greater(lost.column(DROPPED_COUNT), 0).fill_null(False))
     if not lost.num_rows:
         return None
     spans = lost.num_rows
-    turns = len(set(zip(*(lost.column(c).to_pylist() for c in lost.column_names), strict=True)))
+    keys = (lost.column(c).to_pylist() for c in (SESSION_ID, TURN_INDEX))
+    turns = len(set(zip(*keys, strict=True)))
     return (
         f"{spans} span{'s' * (spans != 1)} of {turns} turn{'s' * (turns != 1)} lost attributes "
         f"at the agent's OpenTelemetry SDK, over its limit ({DROPPED_ATTRIBUTES}): `tokens` and "
@@ -237,13 +275,17 @@ def empty_table() -> pa.Table:
 def validate_table(table: pa.Table, where: str = "trace table") -> npt.NDArray[np.int8]:
     """Check a table's columns, types and values; the error names the column and the row.
 
+    A table of schema version 1, without any of the attribute fields' columns, is valid: what
+    reads those columns upgrades it first (`upgrade_table`).
+
     Returns each row's span kind as an index into `SPAN_KIND_CODES` (read once, for the check).
     """
     present = set(table.column_names)
-    missing = [name for name in COLUMNS if name not in present]
+    required = COLUMNS if not present.isdisjoint(ATTRIBUTE_FIELDS) else _VERSION_1_COLUMNS
+    missing = [name for name in required if name not in present]
     if missing:
         raise TraceTableError(f"{where}: missing columns {missing}; expected {list(COLUMNS)}")
-    for name in COLUMNS:
+    for name in required:
         expected = SCHEMA.field(name)
         actual = table.schema.field(name).type
         if actual != expected.type:
@@ -342,6 +384,7 @@ def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
 
 def write_table(table: pa.Table, path: str | Path) -> Path:
     """Write a trace table as Parquet, atomically: a temporary file, then a rename."""
+    table = upgrade_table(table)
     validate_table(table)
     return write_parquet(table.replace_schema_metadata(SCHEMA.metadata), path)
 
@@ -401,13 +444,14 @@ def read_table(path: str | Path) -> pa.Table:
             f"{source}: trace table schema version {int(version)} is newer than this plangate "
             f"understands ({SCHEMA_VERSION}); upgrade plangate"
         )
+    table = upgrade_table(table)
     validate_table(table, str(source))
     return table.replace_schema_metadata(SCHEMA.metadata)
 
 
 def concat_tables(tables: Iterable[pa.Table]) -> pa.Table:
     """Several trace tables as one."""
-    parts = list(tables)
+    parts = [upgrade_table(table).select(COLUMNS) for table in tables]
     return pa.concat_tables(parts) if parts else empty_table()
 
 

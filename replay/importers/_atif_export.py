@@ -25,12 +25,11 @@ import pyarrow as pa
 
 from plangate.harness import canonical_json
 from plangate.harness.semconv import AGENT_NAME, TOOL_SPAN_PREFIX
+from plangate.replay._attribute_fields import CACHED_TOKENS, COST_TOTAL
 from plangate.replay.importers._atif_steps import (
     AGENT_FIELDS,
     AGENT_KEY,
-    CACHED_TOKENS,
     CALL_FIELDS,
-    COST_TOTAL,
     FINAL_FIELDS,
     MEASURED,
     METRICS_FIELDS,

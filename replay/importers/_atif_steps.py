@@ -12,6 +12,7 @@ from typing import Any
 
 from plangate.harness import canonical_json
 from plangate.harness.semconv import AGENT_SPAN_NAME, LLM_SPAN_NAME, TOOL_SPAN_PREFIX
+from plangate.replay._attribute_fields import CACHED_TOKENS, COST_TOTAL
 from plangate.replay.importers._reading import (
     Row,
     located,
@@ -60,10 +61,6 @@ from plangate.replay.schema import (
 SOURCE_ATIF = "atif"
 
 
-CACHED_TOKENS = "llm.token_count.prompt_details.cache_read"
-"""OpenInference's attribute for the prompt tokens served from a cache (ATIF's cached_tokens)."""
-COST_TOTAL = "llm.cost.total"
-"""OpenInference's attribute for a call's cost in USD (ATIF's cost_usd)."""
 AGENT_KEY = "atif.agent"
 TRAJECTORY_KEY = "atif.trajectory"
 STEP_KEY = "atif.step"

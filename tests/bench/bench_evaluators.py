@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from plangate.evaluators import evaluate, evaluators, prepare
 from plangate.harness import call_runs
-from plangate.replay import SCHEMA, canonical_arguments, validate_table
+from plangate.replay import SCHEMA, canonical_arguments, table_from_columns, validate_table
 
 TURNS = 25_000
 SMALL_TURNS = 100
@@ -102,7 +102,7 @@ def synthetic_table(
                 name="tool.search", status_code="OK", source="bench", iteration=c + 1, tool_name="search",
                 tool_args=canonical_arguments(text), start_time=at + timedelta(seconds=1),
                 end_time=at + timedelta(seconds=2), plan=plan, parent_span_id=_span_id(t, 0))  # fmt: skip
-    table = pa.Table.from_pydict(columns, schema=SCHEMA)
+    table = table_from_columns(columns)  # as every producer: the provider read from attributes
     validate_table(table)
     return table, raw
 

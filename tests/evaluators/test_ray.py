@@ -32,7 +32,10 @@ from plangate.evaluators import (
     evaluate,
 )
 from plangate.evaluators._ray import _session, ray_score_batches
+from plangate.replay import build_table, write_table
 from tests.bench.bench_evaluators import synthetic_table
+from tests.replay.test_attribute_fields import as_version_1
+from tests.replay.test_attribute_fields import rows as attribute_rows
 
 pytestmark = [
     # Ray 2.60 builds its default DataContext through its own deprecated settings, each of
@@ -111,6 +114,18 @@ def test_scores_equal_evaluate_on_the_whole_table(
     if rubrics is not None:  # the rubric reached the workers: it changes the outcomes
         assert actual.sort_by(ORDER).to_pylist() != evaluate(table).sort_by(ORDER).to_pylist()
     assert local_ray.is_initialized()  # a Ray it did not start is left running
+
+
+def test_files_of_schema_version_1_beside_todays_score_as_today(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    """Ray would fill a version 1 file's missing attribute-field columns with nulls: not so."""
+    today = build_table(attribute_rows(8))
+    pq.write_table(as_version_1(today.slice(0, 12)), tmp_path / "part-0.parquet")
+    write_table(today.slice(12), tmp_path / "part-1.parquet")
+    names = ["tokens", "cost"]
+    actual = pa.concat_tables(scored([str(tmp_path)], names=names)).sort_by(ORDER)
+    assert actual.to_pylist() == evaluate(today, names=names).sort_by(ORDER).to_pylist()
 
 
 def test_each_session_is_scored_whole_in_one_group(

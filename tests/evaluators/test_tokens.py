@@ -6,7 +6,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from genai_prices import Usage, calc_price
 
@@ -18,7 +17,7 @@ from plangate.evaluators import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.replay import SCHEMA
+from plangate.replay import build_table
 
 START = datetime(2026, 3, 1, 12, tzinfo=UTC)
 CACHED = "llm.token_count.prompt_details.cache_read"
@@ -58,7 +57,7 @@ def scores(
     rows: list[dict[str, Any]], rubrics: RubricSet | None = None
 ) -> dict[str, dict[str, Any]]:
     """The one turn's row of each evaluator (the table must hold one turn)."""
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    table = build_table(rows)
     scored = evaluate(table, rubrics, names=["tokens", "cost"]).to_pylist()
     assert len(scored) == 2
     return {r["evaluator"]: {**r, "details": json.loads(r["details"])} for r in scored}
@@ -143,7 +142,7 @@ def test_max_tokens_fails_a_turn_above_it(
 def test_a_turns_own_rubric_wins_over_the_default() -> None:
     rows = [agent(), llm(1, 100, 10), agent("t"), llm(1, 100, 10, session="t")]
     rubrics = RubricSet(default=Rubric(max_tokens=50), turns={("t", 0): Rubric(max_tokens=500)})
-    scored = evaluate(pa.Table.from_pylist(rows, schema=SCHEMA), rubrics, names=["tokens"])
+    scored = evaluate(build_table(rows), rubrics, names=["tokens"])
     assert {r["session_id"]: r["outcome"] for r in scored.to_pylist()} == {"s": "fail", "t": "pass"}
 
 

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plangate.evaluators import Rubric, RubricSet, evaluate
-from plangate.replay import SCHEMA
+from plangate.replay import build_table
 from tests.evaluators.tables import trace_tables
 
 Span = dict[str, Any]
@@ -43,7 +43,7 @@ def priced_tables(draw: st.DrawFn) -> pa.Table:
                 row["span_kind"] = "UNKNOWN"
         elif row["span_kind"] == "AGENT" and draw(st.integers(0, 5)) == 0:
             row["attributes"] = json.dumps({"agent_cost": draw(st.sampled_from([0.0, 0.5]))})
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return build_table(rows)
 
 
 @st.composite

@@ -1,0 +1,120 @@
+"""The attribute fields' columns: read from `attributes` once, when a table is built or upgraded.
+
+A table written before they existed (schema version 1) must score exactly as the same spans
+built today, whether it is evaluated in memory, read from a file, or streamed beside files of
+the new version.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from plangate.evaluators import evaluate, score_batches
+from plangate.replay import (
+    ATTRIBUTE_FIELDS,
+    SCHEMA,
+    build_table,
+    lost_attributes,
+    read_table,
+    table_from_columns,
+    upgrade_table,
+    write_table,
+)
+
+OLD_SCHEMA = pa.schema(
+    [f for f in SCHEMA if f.name not in ATTRIBUTE_FIELDS],
+    metadata={"plangate.schema": "plangate.trace_table", "plangate.version": "1"},
+)
+LLM_ATTRIBUTES = [
+    {"llm.provider": "openai", "llm.token_count.prompt_details.cache_read": 300},
+    {"gen_ai.system": "anthropic", "llm.cost.total": 0.02},
+    {"llm.provider": "", "llm.system": "openai", "otel.dropped_attributes_count": 7},
+    None,
+]
+
+
+def rows(sessions: int = 4) -> list[dict[str, Any]]:
+    """Turns of an agent span and model calls whose attributes hold the fields, some not."""
+    made: list[dict[str, Any]] = []
+    for s in range(sessions):
+        trace = f"{s + 1:032x}"
+        base = {"session_id": f"s{s}", "turn_index": 0, "trace_id": trace, "status_code": "OK",
+                "source": "test"}  # fmt: skip
+        made.append({**base, "span_id": f"{s:012x}0000", "span_kind": "AGENT", "name": "turn"})
+        for c, attributes in enumerate(LLM_ATTRIBUTES[: 1 + s % len(LLM_ATTRIBUTES)], start=1):
+            made.append({**base, "span_id": f"{s:012x}{c:04x}", "span_kind": "LLM",
+                         "name": "llm", "model_name": "gpt-4o", "tokens_prompt": 1000 * c,
+                         "tokens_completion": None if c == 3 else 10 * c,  # lost: dropped
+                         "attributes": None if attributes is None else json.dumps(attributes)})  # fmt: skip
+    return made
+
+
+def as_version_1(table: pa.Table) -> pa.Table:
+    return table.drop_columns(list(ATTRIBUTE_FIELDS)).cast(OLD_SCHEMA)
+
+
+def test_build_table_reads_the_fields_from_the_attributes() -> None:
+    table = build_table(rows())
+    llm = table.filter(pc.equal(table["span_kind"], "LLM"))
+    assert llm["tokens_cached"].to_pylist()[:3] == [300, 300, None]
+    assert llm["cost_usd"].to_pylist()[:3] == [None, None, 0.02]
+    assert llm["provider"].to_pylist()[:6] == ["openai", "openai", "anthropic", "openai",
+                                               "anthropic", "openai"]  # fmt: skip
+    assert llm["dropped_attributes"].to_pylist()[5] == 7
+    assert pc.all(pc.is_null(table.filter(pc.equal(table["span_kind"], "AGENT"))["provider"]))
+
+
+def test_a_value_given_for_a_column_is_kept() -> None:
+    given = rows(1)
+    given[1]["provider"] = "azure"  # the row's own, over its attributes' "openai"
+    table = build_table(given)
+    assert table["provider"].to_pylist() == [None, "azure"]
+    columns = {name: [row.get(name) for row in given] for name in SCHEMA.names}
+    columns["tokens_cached"] = [None, 5]
+    assert table_from_columns(columns)["tokens_cached"].to_pylist() == [None, 5]
+
+
+def test_a_table_of_schema_version_1_scores_as_the_same_spans_built_today() -> None:
+    today = build_table(rows())
+    old = as_version_1(today)
+    assert upgrade_table(old).select(SCHEMA.names).equals(today)
+    assert upgrade_table(today) is today  # nothing to read
+    names = ["tokens", "cost"]
+    expected = evaluate(today, names=names).to_pylist()
+    assert evaluate(old, names=names).to_pylist() == expected
+    assert {r["label"] for r in expected} >= {"lost counts", "no budget"}  # the fields mattered
+    assert lost_attributes(old) == lost_attributes(today) is not None
+
+
+def test_a_file_of_schema_version_1_is_read_and_streamed_as_today(tmp_path: Path) -> None:
+    today = build_table(rows(8))
+    names = ["tokens", "cost"]
+    expected = sorted(
+        evaluate(today, names=names).to_pylist(), key=lambda r: (r["session_id"], r["evaluator"])
+    )
+    old_file = tmp_path / "old" / "part-0.parquet"
+    old_file.parent.mkdir()
+    pq.write_table(as_version_1(today.slice(0, 12)), old_file)  # as plangate 1 wrote it
+    write_table(today.slice(12), tmp_path / "old" / "part-1.parquet")  # and one of today's
+    assert read_table(old_file).equals(today.slice(0, 12))
+    streamed = pa.concat_tables(score_batches(tmp_path / "old", names=names, batch_rows=5))
+    got = sorted(streamed.to_pylist(), key=lambda r: (r["session_id"], r["evaluator"]))
+    assert got == expected
+
+
+@pytest.mark.parametrize("column", sorted(ATTRIBUTE_FIELDS))
+def test_a_column_of_another_type_is_named(column: str) -> None:
+    table = build_table(rows(1))
+    index = table.schema.get_field_index(column)
+    wrong = table.set_column(
+        index, column, pa.array(["x"] * table.num_rows).cast(pa.large_string())
+    )
+    with pytest.raises(Exception, match=column):
+        evaluate(wrong, names=["tokens"])
