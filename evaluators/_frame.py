@@ -139,7 +139,7 @@ class TraceFrame:
         """What `compute` gives, computed once for this frame.
 
         Evaluators that read the same thing share it: `tokens` and `cost` the model calls'
-        usage, parsed from their spans' attribute JSON.
+        usage (counts, costs, models and providers per call and per turn).
         """
         if key not in self._kept:
             self._kept[key] = compute()

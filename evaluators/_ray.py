@@ -31,7 +31,7 @@ from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import ATTRIBUTE_FIELDS, COLUMNS, SESSION_ID, empty_table
+from plangate.replay.schema import ATTRIBUTE_FIELDS, SESSION_ID, VERSION_1_COLUMNS, empty_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -41,7 +41,6 @@ BUCKET = "__plangate_bucket"
 """The column that groups sessions for one `evaluate` call (dropped before the call)."""
 CONNECT_TIMEOUT_S = 5.0
 """How long `--address` may take to accept a connection before the run gives up."""
-_VERSION_1 = [name for name in COLUMNS if name not in ATTRIBUTE_FIELDS]
 SHUFFLE_STRATEGY_ENV = "RAY_DATA_DEFAULT_SHUFFLE_STRATEGY"
 """Ray's own setting: when it is set, the grouping uses that shuffle (see `_read`)."""
 
@@ -145,7 +144,11 @@ def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) ->
     cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
     buckets = max(math.ceil(rows / batch_rows), cpus)
     scored = (
-        _read(paths, blocks=buckets, columns=_VERSION_1 if _some_of_version_1(paths) else None)
+        _read(
+            paths,
+            blocks=buckets,
+            columns=list(VERSION_1_COLUMNS) if _some_of_version_1(paths) else None,
+        )
         .map_batches(partial(with_bucket, buckets=buckets), batch_format="pyarrow")
         .groupby(BUCKET, num_partitions=buckets)  # used by the hash shuffles only
         .map_groups(partial(score_group, **options), batch_format="pyarrow")

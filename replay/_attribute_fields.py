@@ -40,15 +40,16 @@ TOKENS_CACHED = "tokens_cached"
 COST_USD = "cost_usd"
 PROVIDER = "provider"
 DROPPED_COUNT = "dropped_attributes"
-ATTRIBUTE_FIELDS: dict[str, str] = {
-    TOKENS_CACHED: CACHED_TOKENS,
-    COST_USD: COST_TOTAL,
-    PROVIDER: " or ".join(PROVIDER_KEYS),
-    DROPPED_COUNT: DROPPED_ATTRIBUTES,
+ATTRIBUTE_FIELDS: dict[str, tuple[str, ...]] = {
+    TOKENS_CACHED: (CACHED_TOKENS,),
+    COST_USD: (COST_TOTAL,),
+    PROVIDER: PROVIDER_KEYS,
+    DROPPED_COUNT: (DROPPED_ATTRIBUTES,),
 }
 """The trace table's columns that hold, typed, what a span's `attributes` say (and keep saying:
 the JSON is not changed), read from them when a table is built; a column given a value keeps
-it. What the evaluators read, so that scoring does not parse JSON."""
+it. What the evaluators read, so that scoring does not parse JSON. Each column's attributes,
+the first present winning."""
 COLUMN_FIELDS = (
     pa.field(TOKENS_CACHED, pa.int64()),
     pa.field(COST_USD, pa.float64()),
@@ -84,17 +85,27 @@ def with_attribute_fields(table: pa.Table, attributes: str) -> pa.Table:
         if field.name not in present:
             table = table.append_column(field, read[field.name])
         elif table.column(field.name).null_count:
-            filled = pc.coalesce(table.column(field.name).combine_chunks(), read[field.name])
+            filled = pc.coalesce(table.column(field.name), read[field.name])
             table = table.set_column(table.schema.get_field_index(field.name), field, filled)
     return table
 
 
-def attribute_columns(texts: pa.Array | pa.ChunkedArray) -> dict[str, pa.Array]:
-    """The attribute fields' columns (`ATTRIBUTE_FIELDS`) of spans with these `attributes`."""
-    if texts.null_count == len(texts):  # nothing to read
-        return {field.name: pa.nulls(len(texts), field.type) for field in COLUMN_FIELDS}
-    whole = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
-    return dict(zip(ATTRIBUTE_FIELDS, attribute_fields(whole), strict=True))
+def attribute_columns(texts: pa.Array | pa.ChunkedArray) -> dict[str, pa.ChunkedArray]:
+    """The attribute fields' columns (`ATTRIBUTE_FIELDS`) of spans with these `attributes`.
+
+    Chunk by chunk, as the texts lie: a column may hold more than one array can (2 GiB).
+    """
+    chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+    read = [
+        attribute_fields(chunk)
+        if chunk.null_count < len(chunk)
+        else tuple(pa.nulls(len(chunk), field.type) for field in COLUMN_FIELDS)
+        for chunk in chunks
+    ]
+    return {
+        field.name: pa.chunked_array([fields[i] for fields in read], field.type)
+        for i, field in enumerate(COLUMN_FIELDS)
+    }
 
 
 def attribute_fields(texts: pa.Array) -> Fields:
@@ -143,26 +154,35 @@ def _read_fields(texts: pa.Array) -> Fields | None:
 def _json_rows(texts: pa.Array) -> tuple[npt.NDArray[np.int64], pa.Table] | None:
     """The texts that are not null, and `_FIELDS` read from each; None where Arrow cannot.
 
-    The texts are read where they lie, one after the other: each must be one JSON object (a
-    text that is not, or a field of another type, stops the reader, and Python reads them).
+    Read one after the other, two broken texts could spell objects spanning both: so each
+    must begin with `{` and end with `}`, and a newline follows it. No object can then span
+    two texts (a newline cannot be inside a string, and after an object's last `}` another
+    `{` is a value only at the top level), and as many rows as texts means one object each.
+    Anything else makes the reader fail or count otherwise, and Python reads the texts.
     """
     valid = np.asarray(texts.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     known = np.flatnonzero(valid)
     if not len(known) or not pc.all(pc.starts_with(texts, "{")).as_py():
         return None
-    _, offsets, data = texts.buffers()
-    bounds = np.frombuffer(offsets, np.int32, len(texts) + 1, 4 * texts.offset)
+    if not pc.all(pc.ends_with(texts, "}")).as_py():
+        return None
+    if texts.nbytes + len(texts) >= 2**31 - 1:  # the newlines would not fit 32-bit offsets
+        texts = texts.cast(pa.large_string())
+    lines = pc.binary_join_element_wise(texts, "\n", "")
+    _, offsets, data = lines.buffers()
+    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
+    bounds = np.frombuffer(offsets, width, len(lines) + 1, np.dtype(width).itemsize * lines.offset)
     if np.diff(bounds)[~valid].any():  # a null holding bytes (Arrow allows it): not here
         return None
     body = pa.py_buffer(memoryview(data)[bounds[0] : bounds[-1]])
     options = pj.ParseOptions(
-        explicit_schema=_FIELDS, unexpected_field_behavior="ignore", newlines_in_values=True
+        explicit_schema=_FIELDS, unexpected_field_behavior="ignore", newlines_in_values=False
     )
     try:
         read = pj.read_json(pa.BufferReader(body), parse_options=options)
     except pa.ArrowInvalid:
         return None
-    return (known, read) if read.num_rows == len(known) else None  # else: two objects in one
+    return (known, read) if read.num_rows == len(known) else None
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -177,7 +197,7 @@ def json_object(text: str) -> dict[str, Any]:
 def _count(value: Any) -> int | None:
     """A whole count at least 0 (a source's own, never guessed); None for anything else."""
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok and value < 2**63 else None
+    return min(value, 2**63 - 1) if ok else None  # past int64: as large as a column holds
 
 
 def recorded_dollars(value: Any) -> float | None:

@@ -160,7 +160,8 @@ SCHEMA = pa.schema(
 """The trace table's Arrow schema."""
 
 COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
-_VERSION_1_COLUMNS = tuple(name for name in COLUMNS if name not in ATTRIBUTE_FIELDS)
+VERSION_1_COLUMNS = tuple(name for name in COLUMNS if name not in ATTRIBUTE_FIELDS)
+"""The columns of schema version 1: all but the attribute fields'."""
 
 ATTRIBUTE_OF_COLUMN = {
     INPUT_VALUE: semconv.INPUT_VALUE,
@@ -222,12 +223,20 @@ def table_from_columns(columns: Mapping[str, Any]) -> pa.Table:
 def upgrade_table(table: pa.Table) -> pa.Table:
     """A trace table of an older schema version as this one (the same table when it is).
 
-    Version 1 had no attribute fields' columns: they are read from `attributes`.
+    Version 1 had no attribute fields' columns: they are read from `attributes`. So are they
+    when all four are null in every row while some attributes are not: a table made against
+    the schema without `build_table` (`pa.Table.from_pylist(rows, schema=SCHEMA)`), whose
+    attributes would otherwise go unread. A table built with them keeps what they say.
     """
-    if all(name in table.column_names for name in ATTRIBUTE_FIELDS):
-        return table
-    if ATTRIBUTES not in table.column_names:
+    names = table.column_names
+    if ATTRIBUTES not in names:
         return table  # not a trace table: `validate_table` says what is missing
+    present = [name for name in ATTRIBUTE_FIELDS if name in names]
+    if len(present) == len(ATTRIBUTE_FIELDS) and (
+        any(table.column(name).null_count < table.num_rows for name in present)
+        or table.column(ATTRIBUTES).null_count == table.num_rows
+    ):
+        return table
     return with_attribute_fields(table, ATTRIBUTES)
 
 
@@ -281,7 +290,7 @@ def validate_table(table: pa.Table, where: str = "trace table") -> npt.NDArray[n
     Returns each row's span kind as an index into `SPAN_KIND_CODES` (read once, for the check).
     """
     present = set(table.column_names)
-    required = COLUMNS if not present.isdisjoint(ATTRIBUTE_FIELDS) else _VERSION_1_COLUMNS
+    required = COLUMNS if not present.isdisjoint(ATTRIBUTE_FIELDS) else VERSION_1_COLUMNS
     missing = [name for name in required if name not in present]
     if missing:
         raise TraceTableError(f"{where}: missing columns {missing}; expected {list(COLUMNS)}")

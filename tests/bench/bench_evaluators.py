@@ -191,8 +191,8 @@ def verdict(results: list[Timing]) -> list[str]:
         lines.append(f"{name}: {seconds * 1000:,.1f} ms, target ≤ {target * 1000:,.0f} ms ({met})")
     shaped = timings[SHAPED]
     lines.append(
-        f"{SHAPED}: {1e6 / shaped.per_second:,.1f} s a million spans at its rate (no target: "
-        "the targets are set on spans without attributes; tokens and cost parse each model "
-        "call's attribute JSON)"
+        f"{SHAPED}: {1e6 / shaped.per_second:,.2f} s a million spans at its rate (the issue "
+        "sets its targets on spans without attributes; this is the same work on spans shaped "
+        "as production's, whose attributes are read into columns when the table is built)"
     )
     return lines

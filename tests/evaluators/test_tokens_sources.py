@@ -168,6 +168,29 @@ def test_arrow_reads_the_attributes_as_python_does_or_leaves_them_to_it(extra: s
     assert read[3].to_pylist() == [None] * 9 + [3]
 
 
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ['{"otel.dropped_attributes_count": 3, "x": ', '{"y": 1}}{"z": 2}'],
+        ['{"a": "}', '{", "otel.dropped_attributes_count": 3}{"w": 2}'],
+        ['{"otel.dropped_attributes_count": 3, "x": {', '"y": 1}}{"z": 2}'],
+    ],
+)
+def test_texts_are_never_read_across_each_other(texts: list[str]) -> None:
+    """Two broken texts together can spell objects: Arrow must not read them so."""
+    array = pa.array(texts, pa.string())
+    assert _read_fields(array) is None  # not one object each: Python reads them
+    parsed = _parse_fields(array)
+    assert parsed[3].to_pylist() == [None, None]
+
+
+def test_a_newline_between_tokens_is_read_as_python_reads_it() -> None:
+    array = pa.array(['{"llm.provider":\n "x"}', '{"llm.cost.total": 1}'], pa.string())
+    read, parsed = _read_fields(array), _parse_fields(array)
+    assert read is not None
+    assert [a.to_pylist() for a in read] == [a.to_pylist() for a in parsed]
+
+
 def test_a_null_that_holds_bytes_is_left_to_python() -> None:
     """Arrow allows a null slot to hold bytes: read in place, they could complete a broken text."""
     data = b'{"llm.provider": "a"' + b"}"  # a text cut short, then a null slot's byte

@@ -118,3 +118,31 @@ def test_a_column_of_another_type_is_named(column: str) -> None:
     )
     with pytest.raises(Exception, match=column):
         evaluate(wrong, names=["tokens"])
+
+
+def test_a_table_made_against_the_schema_by_hand_is_read_from_its_attributes() -> None:
+    """All four columns null in every row while attributes say more: made without build_table."""
+    today = build_table(rows())
+    by_hand = pa.Table.from_pylist(rows(), schema=SCHEMA)
+    assert all(by_hand.column(name).null_count == by_hand.num_rows for name in ATTRIBUTE_FIELDS)
+    assert upgrade_table(by_hand).equals(today)
+    names = ["tokens", "cost"]
+    assert evaluate(by_hand, names=names).to_pylist() == evaluate(today, names=names).to_pylist()
+    said_nothing = build_table([{**r, "attributes": None} for r in rows()])
+    assert upgrade_table(said_nothing) is said_nothing  # nothing to read: not read again
+
+
+def test_counts_past_int64_are_as_large_as_a_column_holds() -> None:
+    huge = 2**63 + 5
+    texts = [json.dumps({"otel.dropped_attributes_count": huge}),
+             json.dumps({"llm.token_count.prompt_details.cache_read": huge})]  # fmt: skip
+    table = build_table([{**r, "attributes": t} for r, t in zip(rows(1)[1:], texts, strict=False)])
+    assert table["dropped_attributes"].to_pylist() == [2**63 - 1]
+    assert lost_attributes(table) is not None  # a lost count, not none
+
+
+def test_chunks_are_read_as_they_lie() -> None:
+    table = build_table(rows(8))
+    halves = pa.concat_tables([as_version_1(table.slice(0, 9)), as_version_1(table.slice(9))])
+    assert halves.column("attributes").num_chunks == 2
+    assert upgrade_table(halves).select(SCHEMA.names).equals(table)
