@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plangate.evaluators import evaluate, score_batches
 from plangate.replay import (
@@ -26,6 +28,15 @@ from plangate.replay import (
     table_from_columns,
     upgrade_table,
     write_table,
+)
+from plangate.replay._attribute_fields import (
+    CACHED_TOKENS,
+    COST_TOTAL,
+    DROPPED_ATTRIBUTES,
+    PROVIDER_KEYS,
+    _parse_fields,
+    _read_fields,
+    attribute_columns,
 )
 
 OLD_SCHEMA = pa.schema(
@@ -146,3 +157,44 @@ def test_chunks_are_read_as_they_lie() -> None:
     halves = pa.concat_tables([as_version_1(table.slice(0, 9)), as_version_1(table.slice(9))])
     assert halves.column("attributes").num_chunks == 2
     assert upgrade_table(halves).select(SCHEMA.names).equals(table)
+
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 2**64), st.floats(allow_nan=True),
+    st.text(max_size=4), st.just({"llm.provider": "nested"}), st.just([1]),
+)  # fmt: skip
+_KEYS = st.sampled_from([*PROVIDER_KEYS, CACHED_TOKENS, COST_TOTAL, DROPPED_ATTRIBUTES, "x"])
+_TYPED = st.fixed_dictionaries(
+    {},
+    optional={
+        CACHED_TOKENS: st.integers(-3, 10**6), DROPPED_ATTRIBUTES: st.integers(-3, 3),
+        COST_TOTAL: st.one_of(st.floats(), st.integers(-5, 10)), "x": _VALUES,
+        **dict.fromkeys(PROVIDER_KEYS, st.text(max_size=3)),
+    },
+)  # fmt: skip
+"""Fields of the types Arrow reads (so that it reads the texts), with values to refuse."""
+_TEXT = st.one_of(st.none(), _TYPED.map(json.dumps))
+_ODD = st.one_of(
+    st.dictionaries(_KEYS, _VALUES, max_size=4).map(json.dumps),
+    st.sampled_from(["{}", "[]", "", "not JSON", '{"a": 1}{"b": 2}', '{"llm.provider": "a",']),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(_TEXT, min_size=1, max_size=12),
+    odd=st.one_of(st.just([]), st.just([]), st.lists(_ODD, min_size=1, max_size=1)),
+    copies=st.integers(1, 40),
+)
+def test_arrow_and_python_read_every_text_alike(
+    texts: list[str | None], odd: list[str], copies: int
+) -> None:
+    """Whatever the texts, Arrow's reader gives what Python gives, or leaves them to it."""
+    array = pa.array((texts + odd) * copies, pa.string())
+    read, parsed = _read_fields(array), _parse_fields(array)
+    if read is not None:
+        assert [a.to_pylist() for a in read] == [a.to_pylist() for a in parsed]
+    fields = attribute_columns(array)  # whichever reads them, at any size
+    assert [fields[name].to_pylist() for name in ATTRIBUTE_FIELDS] == [
+        a.to_pylist() for a in parsed
+    ]
