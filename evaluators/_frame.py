@@ -117,10 +117,6 @@ class TraceFrame:
             self._columns[name] = column if self.order is None else column.take(self.order)
         return self._columns[name]
 
-    def rows(self, positions: Ints) -> Ints:
-        """The table's rows of some positions (turn order)."""
-        return positions if self.order is None else self.order[positions]
-
     def codes(self, name: str) -> tuple[Ints, pa.Array]:
         """A column as codes into its distinct values, in turn order (-1: null); kept.
 
@@ -161,7 +157,8 @@ class TraceFrame:
         """A column's values at some positions (-1: null)."""
         missing = positions < 0
         if not missing.any():
-            return self.table.column(name).take(self.rows(positions)).combine_chunks()
+            rows = positions if self.order is None else self.order[positions]
+            return self.table.column(name).take(rows).combine_chunks()
         rows = positions if self.order is None else np.where(missing, -1, self.order[positions])
         return self.table.column(name).take(pa.array(rows, mask=missing)).combine_chunks()
 

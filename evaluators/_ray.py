@@ -138,7 +138,7 @@ def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) ->
     """The score tables, from a process that can drive Ray Data (not a Ray Client)."""
     import ray
 
-    rows = count_rows(paths)
+    rows, older = _footers(paths)
     if rows == 0:
         return
     cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
@@ -147,7 +147,7 @@ def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) ->
         _read(
             paths,
             blocks=buckets,
-            columns=list(VERSION_1_COLUMNS) if _some_of_version_1(paths) else None,
+            columns=list(VERSION_1_COLUMNS) if older else None,
         )
         .map_batches(partial(with_bucket, buckets=buckets), batch_format="pyarrow")
         .groupby(BUCKET, num_partitions=buckets)  # used by the hash shuffles only
@@ -170,30 +170,24 @@ def _through_client(ray: ModuleType) -> bool:
     return bool(ray.util.client.ray.is_connected())
 
 
-def count_rows(paths: list[str]) -> int:
-    """The trace rows in the files, from their Parquet footers (no data is read).
+def _footers(paths: list[str]) -> tuple[int, bool]:
+    """The trace rows in the files, and whether some file is of schema version 1.
+
+    Both from the Parquet footers (no data is read). A file of version 1 has no attribute
+    fields' columns, and Ray would give its rows nulls there, beside the other files' values:
+    then every file is read without them, and `evaluate` reads them from the rows' attributes.
 
     Raises:
         EvaluatorError: A file is missing or not Parquet; the message names it.
     """
     if not paths:
-        return 0
+        return 0, False
     try:
-        return int(
-            pds.dataset(paths[0] if len(paths) == 1 else paths, format="parquet").count_rows()
-        )
+        dataset = pds.dataset(paths[0] if len(paths) == 1 else paths, format="parquet")
+        files = [set(f.physical_schema.names) for f in dataset.get_fragments()]
+        return int(dataset.count_rows()), any(not set(ATTRIBUTE_FIELDS) <= f for f in files)
     except (OSError, pa.ArrowException) as exc:
         raise EvaluatorError(f"{_first_line(exc)}; expected Parquet trace tables") from exc
-
-
-def _some_of_version_1(paths: list[str]) -> bool:
-    """Whether some file is a trace table of schema version 1, without the attribute fields.
-
-    Ray would give its rows nulls in those columns, beside the other files' values: then every
-    file is read without them, and `evaluate` reads them from the rows' attributes.
-    """
-    files = pds.dataset(paths[0] if len(paths) == 1 else paths, format="parquet").get_fragments()
-    return any(not set(ATTRIBUTE_FIELDS) <= set(f.physical_schema.names) for f in files)
 
 
 def with_bucket(batch: pa.Table, *, buckets: int) -> pa.Table:

@@ -187,7 +187,7 @@ def _usage(frame: TraceFrame) -> Usage:
     completion_sum = _turn_sums(completion, llms.turn, calls)
     has_counts = ~np.isnan(prompt) | ~np.isnan(completion)
     counted = _per_turn(has_counts, llms, turns)
-    dropped = _dropped(frame, llms.position, np.isnan(prompt) | np.isnan(completion))
+    dropped = _dropped(frame, llms.position) & (np.isnan(prompt) | np.isnan(completion))
     unknown = _unknown_lost(frame)
     return Usage(
         calls=calls,
@@ -208,9 +208,9 @@ def _usage(frame: TraceFrame) -> Usage:
     )
 
 
-def _dropped(frame: TraceFrame, positions: Ints, where: Bools) -> Bools:
-    """Whether the sender dropped attributes of each span at `positions`, looked at `where` only."""
-    return where & (frame.numbers(DROPPED_COUNT, positions) > 0)  # NaN, none said: not dropped
+def _dropped(frame: TraceFrame, positions: Ints) -> Bools:
+    """Whether the sender dropped attributes of each span at `positions`."""
+    return frame.numbers(DROPPED_COUNT, positions) > 0  # NaN, none said: not dropped
 
 
 def _unknown_lost(frame: TraceFrame) -> Ints:
@@ -219,7 +219,7 @@ def _unknown_lost(frame: TraceFrame) -> Ints:
     Their kind may have gone with them: they may have been model calls, counts and cost too.
     """
     unknown = np.flatnonzero(frame.kind == _UNKNOWN_KIND)
-    lost = unknown[_dropped(frame, unknown, np.ones(len(unknown), dtype=bool))]
+    lost = unknown[_dropped(frame, unknown)]
     return np.bincount(frame.turn[lost], minlength=len(frame.turns)).astype(np.int64)
 
 

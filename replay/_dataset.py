@@ -282,7 +282,7 @@ def dataset_folder(folder: str | Path) -> Path:
 def read_dataset(folder: str | Path) -> GoldenDataset:
     """Read a dataset; any problem `validate_dataset` finds is a `DatasetError`."""
     path = dataset_folder(folder)
-    problems = validate_dataset(path)
+    problems, manifest, tables = _validated(path)
     if problems:
         more = (
             f" (and {len(problems) - 1} more problems: `plangate dataset validate {folder}` "
@@ -291,41 +291,42 @@ def read_dataset(folder: str | Path) -> GoldenDataset:
             else ""
         )
         raise DatasetError(f"{folder}: not a valid golden dataset: {problems[0]}{more}")
-    return _load(path)
-
-
-def _load(path: Path) -> GoldenDataset:
-    manifest = json.loads(read_text(path / MANIFEST, "dataset manifest", DatasetError))
-    tables = {name.removesuffix(".parquet"): pq.read_table(path / name) for name in FILES}
-    tables["spans"] = upgrade_table(tables["spans"])  # spans written by an older plangate
     return GoldenDataset(
         name=manifest["name"],
         description=manifest.get("description", ""),
         created_at=manifest.get("created_at", ""),
-        **tables,
+        **{name.removesuffix(".parquet"): table for name, table in tables.items()},
     )
 
 
 def validate_dataset(folder: str | Path) -> list[str]:
     """Every problem of a dataset folder, each on one line naming the file, column and row."""
-    path = Path(folder)
+    return _validated(Path(folder))[0]
+
+
+def _validated(path: Path) -> tuple[list[str], dict[str, Any], dict[str, pa.Table]]:
+    """A dataset folder's problems, and its manifest and tables as read to find them.
+
+    The tables (spans of an older plangate upgraded) are the dataset when there is no problem:
+    each file is read once.
+    """
     if not (path / MANIFEST).is_file():
-        return [f"{path / MANIFEST}: missing; is {path} a golden dataset folder?"]
+        return [f"{path / MANIFEST}: missing; is {path} a golden dataset folder?"], {}, {}
     try:
         manifest = json.loads(read_text(path / MANIFEST, "dataset manifest", DatasetError))
     except DatasetError as exc:  # unreadable, not UTF-8
-        return [str(exc)]
+        return [str(exc)], {}, {}
     except (json.JSONDecodeError, RecursionError) as exc:
-        return [f"{path / MANIFEST}: not valid JSON ({json_problem(exc)})"]
+        return [f"{path / MANIFEST}: not valid JSON ({json_problem(exc)})"], {}, {}
     problems = _check_manifest(path, manifest)
     if problems:
-        return problems
+        return problems, manifest, {}
     tables: dict[str, pa.Table] = {}
     for name, schema in FILES.items():
         problems.extend(_check_file(path / name, schema, manifest, tables))
     if not problems:
         problems.extend(_check_references(path, tables))
-    return problems
+    return problems, manifest, tables
 
 
 def _check_manifest(path: Path, manifest: Any) -> list[str]:
