@@ -1,11 +1,11 @@
 """Whether a string column's values are all different, told fast for the common answer (yes).
 
 Hashing a million distinct strings into Arrow's dictionary takes about 0.3 s here; reading
-each string's bytes as a few 64-bit words and sorting one number per string takes a tenth of
-that. Strings all of one length, a multiple of 8 bytes (OpenTelemetry's span ids), are read as
-words where they lie: 82,000 span ids in 1 ms rather than 5 to 6. Equal strings get equal
-fingerprints, so fingerprints that all differ prove the strings do; two equal fingerprints
-prove nothing, and the caller then asks the exact question.
+each string's bytes as a few 64-bit words into one number per string, and counting those
+numbers in slots, takes a tenth of that. Strings all of one length, a multiple of 8 bytes
+(OpenTelemetry's span ids), are read as words where they lie: 82,000 span ids in 0.3 ms rather
+than 5 to 6. Equal strings get equal fingerprints, so fingerprints that all differ prove the
+strings do; two equal fingerprints prove nothing, and the caller then asks the exact question.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import pyarrow as pa
 U64 = npt.NDArray[np.uint64]
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection mod 2**64
 _SHIFT = np.uint64(29)
-_HALF = np.uint64(32)
+_SLOT_BITS = 22
+"""A counting pass has at most 2**22 slots (32 MiB of counts)."""
+_FEW = 1024
+"""Fingerprints few enough to sort."""
 _WORDS = 8
 """A fingerprint reads a string's first `_WORDS` words (64 bytes), and its last 8 bytes."""
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)
@@ -30,15 +33,32 @@ def surely_distinct(strings: pa.Array) -> bool:
         return True
     if strings.type != pa.string() or strings.null_count:
         return False
-    fingerprints = _fingerprints(strings)
-    high = (fingerprints >> _HALF).astype(np.uint32)  # 32 bits sort twice as fast as 64
-    ordered = np.sort(high)
-    same = ordered[1:] == ordered[:-1]
-    if not same.any():
-        return True
-    # A few halves meet by chance (n² / 2**33 pairs are expected): compare those whole.
-    meeting = np.sort(fingerprints[np.isin(high, ordered[1:][same])])
-    return not (meeting[1:] == meeting[:-1]).any()
+    return all_differ(_fingerprints(strings))
+
+
+def all_differ(fingerprints: U64) -> bool:
+    """Whether no two fingerprints are equal.
+
+    Each pass counts the fingerprints by a window of their bits, in about eight slots per
+    fingerprint (at most `_SLOT_BITS` bits), and keeps only those that share a slot: equal
+    fingerprints always do, others seldom (about one in eight). The next pass reads the next
+    bits of those left, and the last few are sorted. Sorting them all took four to five times
+    as long (82,000 span ids: 2.8 ms against 0.55; a million: 147 against 30 ms).
+    """
+    shift = 64
+    while len(fingerprints) > _FEW:
+        bits = min(_SLOT_BITS, (len(fingerprints) - 1).bit_length() + 3)
+        if bits > shift:  # every bit read: what is left shares every slot
+            break
+        shift -= bits
+        window = (fingerprints >> np.uint64(shift)) & np.uint64((1 << bits) - 1)
+        slot = window.astype(np.intp)
+        crowded = np.bincount(slot, minlength=1 << bits)[slot] >= 2
+        if crowded.all():
+            break
+        fingerprints = fingerprints[crowded]
+    ordered = np.sort(fingerprints)
+    return not (ordered[1:] == ordered[:-1]).any()
 
 
 def _fingerprints(strings: pa.Array) -> U64:

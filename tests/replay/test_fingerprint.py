@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.replay._fingerprint import _fingerprints, surely_distinct
+from plangate.replay._fingerprint import _fingerprints, all_differ, surely_distinct
 
 # Short alphabets make equal strings common; long strings reach past the 64 bytes read in full.
 TEXTS = st.one_of(
@@ -64,10 +64,30 @@ def test_a_column_with_nulls_is_left_to_the_exact_check() -> None:
     assert not surely_distinct(pa.array(["a", None, "b"]))
 
 
-def test_fingerprints_whose_halves_meet_by_chance_are_compared_whole() -> None:
+def test_a_million_random_ids_are_distinct_and_one_repeat_is_found() -> None:
     chance = random.Random(7)
-    ids = [f"{chance.getrandbits(64):016x}" for _ in range(300_000)]  # ~10 pairs of halves meet
-    high = _fingerprints(pa.array(ids)) >> np.uint64(32)
-    assert len(np.unique(high)) < len(ids)  # the path under test is taken
+    ids = [f"{chance.getrandbits(64):016x}" for _ in range(1_000_000)]  # slots shared by chance
     assert surely_distinct(pa.array(ids))
     assert not surely_distinct(pa.array([*ids, ids[123_456]]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1025, 30_000),
+    st.integers(0, 63),
+    st.integers(0, 2**32),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)), max_size=3),
+)
+def test_counting_passes_find_exactly_the_equal_fingerprints(
+    size: int, low_bits: int, seed: int, doubled: bool, repeats: list[tuple[int, int]]
+) -> None:
+    # Values spread over `low_bits` bits only: many share every window's slots, up to all.
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2**low_bits, size, dtype=np.uint64, endpoint=True)
+    values *= np.uint64(2 ** (63 - low_bits))  # the varying bits anywhere in the word
+    if doubled:  # more than a pass sorts stays crowded in every window, to the last bit
+        values = np.concatenate([values, values[: size // 2]])
+    for source, target in repeats:
+        values[target % len(values)] = values[source % len(values)]
+    assert all_differ(values) == (len(np.unique(values)) == len(values))
