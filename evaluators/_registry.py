@@ -139,7 +139,7 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
         own = np.flatnonzero(scores.errored)
         outcome[own], passed[own], score[own] = 3, np.nan, np.nan
         label = overlay(label, own, [ERROR] * len(own))
-    failed, messages = _failures(frame)
+    failed, messages = frame.kept("failures", lambda: _failures(frame))
     if len(failed):
         outcome[failed] = 3
         passed[failed] = np.nan
@@ -150,10 +150,7 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
             failed,
             [f"not judged: the turn ended in an infrastructure error ({m})" for m in messages],
         )
-    agent = frame.turns.agent
-    columns = {
-        SESSION_ID: frame.turns.session_id,
-        TURN_INDEX: pa.array(frame.turns.turn_index, pa.int32()),
+    columns = frame.kept("turn columns", lambda: _turn_columns(frame)) | {
         EVALUATOR: strings(spec.name, turns),
         VERSION: pa.array(np.full(turns, spec.version, dtype=np.int32)),
         SCORE: pa.array(score, pa.float64(), mask=np.isnan(score)),
@@ -162,10 +159,19 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
         LABEL: label,
         EXPLANATION: explanation,
         DETAILS: scores.details,
+    }
+    return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)
+
+
+def _turn_columns(frame: TraceFrame) -> dict[str, pa.Array]:
+    """The columns of a score table that name the turns: the same under every evaluator."""
+    agent = frame.turns.agent
+    return {
+        SESSION_ID: frame.turns.session_id,
+        TURN_INDEX: pa.array(frame.turns.turn_index, pa.int32()),
         TASK_ID: frame.values(TASK_ID, agent),
         TRIAL: frame.values(TRIAL, agent).cast(pa.int32()),
     }
-    return pa.Table.from_pydict(columns, schema=SCORE_SCHEMA)
 
 
 def _failures(frame: TraceFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
