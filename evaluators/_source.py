@@ -25,6 +25,8 @@ from plangate.replay.schema import (
     SCHEMA_VERSION,
     TraceTableError,
     attribute_columns,
+    missing_columns,
+    other_types,
 )
 
 READ_ROWS = 65_536
@@ -85,11 +87,7 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
     if path.is_file():
         return [given], None
     if path.is_dir():
-        found = sorted(
-            str(p)
-            for p in path.rglob("*.parquet")
-            if p.is_file() and not _hidden(p.relative_to(path))
-        )
+        found = sorted(_in_folder(path))
         if not found:
             raise TraceTableError(
                 f"{given}: no .parquet file in this folder or below; expected a trace table"
@@ -100,10 +98,24 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
             f"{given}: no such file or folder; expected a trace table (a .parquet file, a folder "
             "of them, or a glob)"
         )
-    found = sorted(p for p in glob.glob(given, recursive=True) if Path(p).is_file())
-    if not found:
-        raise TraceTableError(f"{given}: no file matches; expected Parquet trace tables")
-    return found, _glob_base(given)
+    matched: set[str] = set()
+    for match in map(Path, glob.glob(given, recursive=True)):  # a folder matched: its files
+        matched.update([str(match)] if match.is_file() else _in_folder(match))
+    if not matched:
+        raise TraceTableError(
+            f"{given}: matches no file, and no .parquet file in a folder it matches; expected "
+            "Parquet trace tables"
+        )
+    return sorted(matched), _glob_base(given)
+
+
+def _in_folder(folder: Path) -> list[str]:
+    """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out."""
+    return [
+        str(p)
+        for p in folder.rglob("*.parquet")
+        if p.is_file() and not _hidden(p.relative_to(folder))
+    ]
 
 
 def _hidden(relative: Path) -> bool:
@@ -144,15 +156,9 @@ def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict
         if c not in schema.names and c not in constants and c not in ATTRIBUTE_FIELDS
     ]  # a file of schema version 1 has no attribute fields' columns: they are read when it is
     if missing:
-        raise TraceTableError(
-            f"{path}: not a trace table: missing columns {missing}; expected {list(TRACE_COLUMNS)}"
-        )
-    for name in TRACE_COLUMNS:
-        expected = SCHEMA.field(name).type
-        if name in schema.names and schema.field(name).type != expected:
-            raise TraceTableError(
-                f"{path}: column {name!r} is {schema.field(name).type}, expected {expected}"
-            )
+        raise TraceTableError(f"{path}: not a trace table: {missing_columns(missing, SCHEMA)}")
+    if wrong := other_types(schema, SCHEMA, TRACE_COLUMNS):
+        raise TraceTableError(f"{path}: {wrong}")
     for name, value in constants.items():
         try:
             constants[name] = pa.scalar(value).cast(SCHEMA.field(name).type)

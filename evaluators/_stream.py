@@ -55,7 +55,7 @@ def _rows(source: TraceSource, check: bool) -> Iterator[pa.Table]:
     for path, offset, chunk in chunks(source, TRACE_COLUMNS):
         if chunk.num_rows:
             if check:
-                validate_table(chunk, f"{path}, rows {offset}-{offset + chunk.num_rows - 1}")
+                validate_table(chunk, path, first_row=offset)
             yield chunk
 
 

@@ -100,7 +100,7 @@ def check_output(path: str | Path, *, force: bool, what: str, marker: str | None
             return target  # an empty folder holds nothing to lose
     if not force:
         raise OutputError(
-            f"{target}: already exists; pass --force to replace it with the new {what} "
+            f"{target}: already exists; pass --force to replace it with {what} "
             "(or choose another path)"
         )
     return target
@@ -168,6 +168,7 @@ def replace_folder(staging: Path, target: Path, *, what: str, marker: str) -> Pa
     refuses puts the previous set back and raises `OutputError` naming `target`.
     """
     with writing(target):
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; an output is for everyone
         if not target.exists():
             os.replace(staging, target)
             return target

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -231,7 +230,6 @@ def write_dataset(
                 hashes[name] = _sha256(staging / name)
             manifest = json.dumps(_manifest(dataset, hashes), indent=2) + "\n"
             write_text_atomic(staging / MANIFEST, manifest)
-            os.chmod(staging, 0o755)  # mkdtemp makes it private; a dataset is for everyone
             replace_folder(staging, target, what="a golden dataset", marker=MANIFEST)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

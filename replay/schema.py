@@ -54,6 +54,8 @@ from plangate.replay._attribute_fields import TOKENS_CACHED as TOKENS_CACHED
 from plangate.replay._attribute_fields import attribute_columns as attribute_columns
 from plangate.replay._attribute_fields import json_object as json_object
 from plangate.replay._attribute_fields import recorded_dollars as recorded_dollars
+from plangate.replay._column_text import missing_columns as missing_columns
+from plangate.replay._column_text import other_types as other_types
 from plangate.replay._fingerprint import surely_distinct
 
 SCHEMA_NAME = "plangate.trace_table"
@@ -281,8 +283,12 @@ def empty_table() -> pa.Table:
     return SCHEMA.empty_table()
 
 
-def validate_table(table: pa.Table, where: str = "trace table") -> npt.NDArray[np.int8]:
+def validate_table(
+    table: pa.Table, where: str = "trace table", first_row: int = 0
+) -> npt.NDArray[np.int8]:
     """Check a table's columns, types and values; the error names the column and the row.
+
+    Rows are numbered from `first_row` (a part of a file: the file's own numbers).
 
     A table of schema version 1, without any of the attribute fields' columns, is valid: what
     reads those columns upgrades it first (`upgrade_table`).
@@ -293,22 +299,21 @@ def validate_table(table: pa.Table, where: str = "trace table") -> npt.NDArray[n
     required = COLUMNS if not present.isdisjoint(ATTRIBUTE_FIELDS) else VERSION_1_COLUMNS
     missing = [name for name in required if name not in present]
     if missing:
-        raise TraceTableError(f"{where}: missing columns {missing}; expected {list(COLUMNS)}")
+        raise TraceTableError(f"{where}: {missing_columns(missing, SCHEMA)}")
+    if wrong := other_types(table.schema, SCHEMA, required):
+        raise TraceTableError(f"{where}: {wrong}")
     for name in required:
-        expected = SCHEMA.field(name)
-        actual = table.schema.field(name).type
-        if actual != expected.type:
-            raise TraceTableError(f"{where}: column {name!r} is {actual}, expected {expected.type}")
-        if not expected.nullable and table.column(name).null_count:
-            row = table.column(name).to_pylist().index(None)
+        if not SCHEMA.field(name).nullable and table.column(name).null_count:
+            row = first_row + table.column(name).to_pylist().index(None)
             raise TraceTableError(f"{where}: row {row}, column {name!r} is null; it is required")
-    kinds = _kind_codes(table, where)
-    _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=_changes(table, STATUS_CODE))
-    _check_unique_spans(table, where)
+    kinds = _kind_codes(table, where, first_row)
+    changes = _changes(table, STATUS_CODE)
+    _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=changes, first_row=first_row)
+    _check_unique_spans(table, where, first_row)
     return kinds
 
 
-def _kind_codes(table: pa.Table, where: str) -> npt.NDArray[np.int8]:
+def _kind_codes(table: pa.Table, where: str, first_row: int = 0) -> npt.NDArray[np.int8]:
     """Each row's span kind as an index into `SPAN_KIND_CODES`; a kind not there is an error."""
     kinds = table.column(SPAN_KIND)
     if not len(kinds):
@@ -316,7 +321,7 @@ def _kind_codes(table: pa.Table, where: str) -> npt.NDArray[np.int8]:
     found = pc.index_in(kinds, value_set=_SPAN_KIND_VALUES)
     if found.null_count:
         row = pc.index(pc.is_null(found), True).as_py()
-        _not_allowed(table, SPAN_KIND, row, SPAN_KINDS, where)
+        _not_allowed(table, SPAN_KIND, row, SPAN_KINDS, where, first_row)
     return np.asarray(found.to_numpy(), dtype=np.int8)
 
 
@@ -341,6 +346,7 @@ def _check_values(
     allowed: frozenset[str],
     where: str,
     rows: npt.NDArray[np.int64] | None = None,
+    first_row: int = 0,
 ) -> None:
     """Every value of `column` is `allowed` (looked at only at `rows`, when given)."""
     values = table.column(column)
@@ -350,20 +356,27 @@ def _check_values(
     ok = pc.is_in(seen, value_set=pa.array(sorted(allowed)))
     if not pc.all(ok).as_py():
         index = pc.index(ok, False).as_py()
-        _not_allowed(table, column, index if rows is None else int(rows[index]), allowed, where)
+        row = index if rows is None else int(rows[index])
+        _not_allowed(table, column, row, allowed, where, first_row)
 
 
 def _not_allowed(
-    table: pa.Table, column: str, row: int, allowed: frozenset[str], where: str
+    table: pa.Table,
+    column: str,
+    row: int,
+    allowed: frozenset[str],
+    where: str,
+    first_row: int,
 ) -> NoReturn:
     """A value not allowed in its column: the error names the row, the value and the choices."""
+    value = table.column(column)[row].as_py()
     raise TraceTableError(
-        f"{where}: row {row}, column {column!r} is {table.column(column)[row].as_py()!r}; "
+        f"{where}: row {first_row + row}, column {column!r} is {value!r}; "
         f"allowed: {', '.join(sorted(allowed))}"
     )
 
 
-def _check_unique_spans(table: pa.Table, where: str) -> None:
+def _check_unique_spans(table: pa.Table, where: str, first_row: int = 0) -> None:
     span_ids = _one_chunk(table.column(SPAN_ID))
     if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
         return
@@ -381,7 +394,8 @@ def _check_unique_spans(table: pa.Table, where: str) -> None:
     for index, key in enumerate(keys.to_pylist()):
         if key in seen:
             raise TraceTableError(
-                f"{where}: rows {seen[key]} and {index} have the same trace_id/span_id {key!r}"
+                f"{where}: rows {first_row + seen[key]} and {first_row + index} have the same "
+                f"trace_id/span_id {key!r}"
             )
         seen[key] = index
 

@@ -31,7 +31,13 @@ from plangate.evaluators import (
     score_batches,
     trace_source,
 )
-from plangate.harness import check_output, replace_folder, staging_folder, writing
+from plangate.harness import (
+    OutputError,
+    check_output,
+    replace_folder,
+    staging_folder,
+    writing,
+)
 from plangate.replay import default_redactor, import_traces, lost_attributes, write_table
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
@@ -62,6 +68,7 @@ def score_table(args: argparse.Namespace) -> int:
     """
     parted = not Path(args.table).is_file()
     if args.output:
+        _outside_source(args.table, args.output)
         check_output(
             args.output,
             force=args.force,
@@ -93,6 +100,16 @@ def score_table(args: argparse.Namespace) -> int:
             f"spans/s){f'; scores in {args.output}' if args.output else ''}"
         )
     return 0
+
+
+def _outside_source(source: str, output: str) -> None:
+    """Refuse scores written into the source folder: the next run would read them as traces."""
+    folder = Path(source)
+    if folder.is_dir() and Path(output).resolve().is_relative_to(folder.resolve()):
+        raise OutputError(
+            f"{output}: inside the source folder {source}, whose .parquet files are all read as "
+            "traces; write the scores outside it"
+        )
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from plangate.replay import (
 
 def atif(args: argparse.Namespace) -> int:
     """`plangate export atif SOURCE -o FILE`: one ATIF trajectory per session, secrets redacted."""
-    check_output(args.output, force=args.force, what="ATIF file")
+    check_output(args.output, force=args.force, what="an ATIF file")
     trajectories = trajectories_from_table(_table(args.source), args.session)
     if not trajectories:
         raise TraceTableError(f"{args.source}: holds no session to export")

@@ -300,7 +300,6 @@ def write_reports(
     try:
         with writing(target):  # a full or read-only disk names `folder`, not the staging folder
             files = _write_set(texts, scores or {}, staging, target)
-            os.chmod(staging, 0o755)  # mkdtemp makes it private; reports are for everyone
             replace_folder(staging, target, what="a gate's report set", marker=REPORT_MARKER)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

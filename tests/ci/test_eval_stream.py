@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from pathlib import Path
 
@@ -96,7 +97,11 @@ def test_eval_of_a_glob_and_of_hive_partitions(tmp_path: Path) -> None:
     halves = [TABLE.slice(0, 900), TABLE.slice(900)]
     for day, half in zip(("2026-11-30", "2026-12-01"), halves, strict=True):
         write_interleaved(half, tmp_path / "hive" / f"date={day}", files=2, seed=len(day))
-    for source in (str(tmp_path / "hive"), f"{tmp_path}/hive/*/*.parquet"):
+    for source in (
+        str(tmp_path / "hive"),
+        f"{tmp_path}/hive/*/*.parquet",
+        f"{tmp_path}/hive/date=*/",
+    ):
         done = plangate("eval", source, "--batch-rows", "700", "--json")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == SUMMARY, source
@@ -125,13 +130,14 @@ def test_an_existing_output_is_kept_without_force(tmp_path: Path) -> None:
 
     done = plangate(*args)
     assert done.returncode == 2
-    assert "already exists; pass --force" in done.stderr
+    assert "already exists; pass --force to replace it with a score table" in done.stderr
     assert [p.name for p in out.iterdir()] == ["part-00000.parquet"]
     assert (out / "part-00000.parquet").read_bytes() == b"earlier scores"
 
     done = plangate(*args, "--force")
     assert done.returncode == 0, done.stderr
     assert sorted_scores(read_scores(out)).equals(sorted_scores(WHOLE))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755  # not the staging folder's private mode
 
 
 def test_a_bad_row_midway_leaves_no_output(tmp_path: Path) -> None:
@@ -158,7 +164,7 @@ def bad_sources(tmp_path: Path) -> dict[str, tuple[str, Path]]:
     pq.write_table(pa.table({"a": [1]}), mixed / "part-9.parquet")
     (tmp_path / "junk.parquet").write_text("not parquet")
     return {
-        "no file matches": (f"{tmp_path}/none-*.parquet", tmp_path / "none-*.parquet"),
+        "matches no file": (f"{tmp_path}/none-*.parquet", tmp_path / "none-*.parquet"),
         "no .parquet file": (str(tmp_path / "empty"), tmp_path / "empty"),
         "not a trace table": (str(mixed), mixed / "part-9.parquet"),
         "not a readable Parquet file": (str(tmp_path / "junk.parquet"), tmp_path / "junk.parquet"),
@@ -202,3 +208,16 @@ def test_a_score_folder_without_scores_is_named(tmp_path: Path) -> None:
     pq.write_table(pa.table({"a": [1]}), tmp_path / "other" / "part-00001.parquet")
     with pytest.raises(ScoreTableError, match=r"part-00001\.parquet: not a score table"):
         read_scores(tmp_path / "other")
+
+
+def test_scores_are_not_written_into_the_source_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # They would be read as traces by the next run over the same folder.
+    traces_folder = tmp_path / "traces"
+    write_interleaved(TABLE.slice(0, 100), traces_folder, files=2)
+    out = traces_folder / "scores"
+    code, _, err = run_main(["eval", str(traces_folder), "-o", str(out)], capsys)
+    assert_one_line_naming(code, err, out, "inside the source folder")
+    assert "inside the source folder" in err
+    assert not out.exists()

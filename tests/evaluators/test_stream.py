@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import tempfile
 import types
@@ -29,7 +30,7 @@ from plangate.evaluators import (
     session_batches,
     trace_source,
 )
-from plangate.replay import SCHEMA, TraceTableError
+from plangate.replay import SCHEMA, TraceTableError, validate_table
 from tests.bench.bench_evaluators import synthetic_table
 
 SCORE_ORDER = [("evaluator", "ascending"), ("session_id", "ascending"), ("turn_index", "ascending")]
@@ -225,7 +226,7 @@ def test_hive_partitions_and_globs(tmp_path: Path) -> None:
     (tmp_path / "hive" / "_SUCCESS").write_text("")  # hidden, as Spark writes it
     expected = table.set_column(variant, "variant", pa.array(["alyx"] * table.num_rows))
 
-    for source in (tmp_path / "hive", f"{tmp_path}/hive/date=*/*/*.parquet"):
+    for source in (tmp_path / "hive", f"{tmp_path}/hive/date=*/*/*.parquet", f"{tmp_path}/hive/*/"):
         found = trace_source(source)
         assert (len(found.files), found.rows) == (2, table.num_rows)
         (batch,) = session_batches(source)
@@ -244,10 +245,10 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
     narrow = traces(4, 1).cast(SCHEMA.set(1, pa.field("turn_index", pa.int64())))
     pq.write_table(narrow, tmp_path / "wide.parquet")
     cases = {
-        f"{tmp_path}/nothing-*.parquet": "no file matches",
+        f"{tmp_path}/nothing-*.parquet": "matches no file",
         str(tmp_path / "missing"): "no such file or folder",
         str(tmp_path / "empty"): "no .parquet file in this folder",
-        str(tmp_path / "other.parquet"): "not a trace table: missing columns",
+        str(tmp_path / "other.parquet"): r"not a trace table: missing \d\d columns \(session_id, ",
         str(tmp_path / "text.parquet"): "not a readable Parquet file",
         str(tmp_path / "wide.parquet"): "column 'turn_index' is int64, expected int32",
     }
@@ -257,16 +258,33 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
         assert str(caught.value).startswith(source.split("*")[0])
 
 
-def test_a_bad_row_names_its_file_and_rows(tmp_path: Path) -> None:
+def test_every_column_of_another_type_is_named_in_the_one_line(tmp_path: Path) -> None:
+    # As a round trip through another tool leaves a table: wider strings, wider integers.
+    table = traces(4, 1)
+    wider = SCHEMA.set(0, pa.field("session_id", pa.large_string()))
+    wider = wider.set(1, pa.field("turn_index", pa.int64()))
+    pq.write_table(table.cast(wider), tmp_path / "round-trip.parquet")
+    expected = (
+        "round-trip.parquet: columns 'session_id' is large_string, expected string; "
+        "'turn_index' is int64, expected int32; cast the table to plangate.replay.schema.SCHEMA"
+    )
+    with pytest.raises(TraceTableError, match=re.escape(expected)):
+        trace_source(tmp_path)
+    with pytest.raises(TraceTableError, match=re.escape(expected.split(": ", 1)[1])):
+        validate_table(table.cast(wider))
+
+
+def test_a_bad_row_names_its_file_and_its_row_there(tmp_path: Path) -> None:
     table = traces(8, 1)
     kinds = table["span_kind"].to_pylist()
-    kinds[3] = "BOGUS"
+    kinds[9] = "BOGUS"  # the file's row 7, read in its second chunk (rows 4-7)
     write_in_order(table.set_column(5, "span_kind", pa.array(kinds)), tmp_path, [2])
-    where = r"part-1\.parquet, rows 0-\d+: row 1, column 'span_kind' is 'BOGUS'"
-    with pytest.raises(TraceTableError, match=where):
-        list(session_batches(tmp_path, 5))
-    with pytest.raises(TraceTableError, match=where):  # found by `evaluate`, then located
-        list(score_batches(tmp_path, batch_rows=5))
+    where = r"part-1\.parquet: row 7, column 'span_kind' is 'BOGUS'"
+    with mock.patch.object(_source, "READ_ROWS", 4):
+        with pytest.raises(TraceTableError, match=where):
+            list(session_batches(tmp_path, 5))
+        with pytest.raises(TraceTableError, match=where):  # found by `evaluate`, then located
+            list(score_batches(tmp_path, batch_rows=5))
     assert len(list(session_batches(tmp_path, 5, check=False))) > 1
 
 
