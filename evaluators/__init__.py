@@ -53,6 +53,7 @@ from plangate.evaluators._rubric import (
     rubrics_from_dict,
 )
 from plangate.evaluators._source import TraceSource, trace_source
+from plangate.evaluators._source import chunks as source_chunks
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
     Engine,
@@ -92,6 +93,7 @@ __all__ = [
     "rubrics_from_dict",
     "score_batches",
     "session_batches",
+    "source_chunks",
     "task_outcomes",
     "trace_source",
 ]

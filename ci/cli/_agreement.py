@@ -32,6 +32,7 @@ from plangate.ci._agreement import (
     pair_up,
 )
 from plangate.ci.cli._printing import short
+from plangate.evaluators import source_chunks, trace_source
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, OUTCOME, read_scores
 from plangate.replay.schema import (
     REWARD,
@@ -120,11 +121,15 @@ def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
         AgreementError: The file is missing or unreadable, lacks a column, or holds a label
             that is not pass/fail, true/false or 1/0 (the message names the row and value).
     """
+    if path.is_dir() or any(c in str(path) for c in "*?["):  # a trace table in many files
+        source = trace_source(path)
+        columns = [SESSION_ID, TURN_INDEX, SPAN_KIND, TRIAL, REWARD]
+        parts = [chunk for _, _, chunk in source_chunks(source, columns)]
+        return TRACE_REWARDS, _rewards(pa.concat_tables(parts)), True
     if not path.is_file():
-        what = "no such file" if not path.exists() else "not a file"
         raise AgreementError(
-            f"{path}: {what}; expected LABELS: a label file (.csv or .parquet with session_id, "
-            "turn_index and label) or a trace table"
+            f"{path}: no such file; expected LABELS: a label file (.csv or .parquet with "
+            "session_id, turn_index and label) or a trace table (a file, a folder or a glob)"
         )
     if path.suffix.lower() == ".csv":
         return LABEL_FILE, *_from_rows(path, _csv_rows(path), first=2, unit="line")

@@ -70,6 +70,17 @@ def test_the_source_reward_agrees_with_task_completion(
     assert "Cohen's kappa: 1.000" in out
     assert "disagreements: none" in out
 
+    # The same trace table in a folder of files, as `plangate eval` reads one.
+    spans = pq.read_table(table)
+    folder = table.parent / "in-parts"
+    folder.mkdir(exist_ok=True)
+    for part, start in enumerate(range(0, spans.num_rows, 1_000)):
+        pq.write_table(spans.slice(start, 1_000), folder / f"part-{part}.parquet")
+    for labels in (folder, f"{folder}/*.parquet"):
+        code, out, err = agreement(capsys, str(scores), str(labels), "--json")
+        assert (code, err) == (0, "")
+        assert json.loads(out) | {"labels": "-"} == report | {"labels": "-"}
+
 
 def test_noisy_labels_give_the_hand_computed_kappa_and_the_flipped_turns(
     tau: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
