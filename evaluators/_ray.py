@@ -1,22 +1,27 @@
 """The evaluators on Ray Data: `plangate eval --engine ray`, on a local or an existing cluster.
 
-The same `evaluate` as in process, run by Ray workers over whole sessions. Ray reads the Parquet
-files (`read_parquet`); each row gets a bucket, a stable hash of its `session_id` modulo the
-number of buckets (`map_batches`), so that a session's rows share one bucket whatever file they
-came from; `groupby(bucket).map_groups` then scores each bucket with one `evaluate` call. A few
-large buckets rather than one call per session: `evaluate` has a fixed cost per call. The score
+The same `evaluate` as in process, run by Ray workers over whole sessions. The workers read the
+files as the local engine does (`chunks`: a file of schema version 1 has its attribute fields'
+columns read from its attributes, a Hive partition folder fills its column) and check each
+chunk as it comes (`validate_table`), so that a bad value is named by its file and its row
+there. Each row gets a bucket, a stable hash of its `session_id` modulo the number of buckets,
+so that a session's rows share one bucket whatever file they came from;
+`groupby(bucket).map_groups` then scores each bucket with one `evaluate` call. A few large
+buckets rather than one call per session: `evaluate` has a fixed cost per call. The score
 tables stream back to the caller as they are done (through a Ray Client, all at the end).
+Ray's own log lines stay in its log files, off the terminal, for the length of a run.
 
 Ray is imported only here, inside the functions: plangate imports and runs without it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from types import ModuleType
@@ -25,13 +30,13 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pds
 
 from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
+from plangate.evaluators._source import TRACE_COLUMNS, TraceSource, chunks, trace_source
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import ATTRIBUTE_FIELDS, SESSION_ID, VERSION_1_COLUMNS, empty_table
+from plangate.replay.schema import SESSION_ID, empty_table, validate_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -39,14 +44,18 @@ if TYPE_CHECKING:
 NEEDS_RAY = "--engine ray needs Ray: pip install 'plangate[ray]'"
 BUCKET = "__plangate_bucket"
 """The column that groups sessions for one `evaluate` call (dropped before the call)."""
+FILE = "item"
+"""The column of the dataset the reads start from: a file's index in the source."""
 CONNECT_TIMEOUT_S = 5.0
 """How long `--address` may take to accept a connection before the run gives up."""
 SHUFFLE_STRATEGY_ENV = "RAY_DATA_DEFAULT_SHUFFLE_STRATEGY"
 """Ray's own setting: when it is set, the grouping uses that shuffle (see `_read`)."""
+RAY_LOGGERS = ("ray", "ray.data")
+"""Ray's loggers that write to the terminal (Ray Data's does not pass its lines to Ray's)."""
 
 
 def ray_score_batches(
-    paths: list[str],
+    paths: Sequence[str] | TraceSource,
     *,
     rubrics: RubricSet | None,
     names: Sequence[str] | None,
@@ -57,9 +66,10 @@ def ray_score_batches(
     """Score Parquet trace tables on Ray; the tables' union equals `evaluate` on all of them.
 
     Args:
-        paths: Parquet files holding trace tables, or one folder of them: local paths that
-            every Ray worker can read too (a shared file system), or URIs (`s3://…`). A
-            session may be spread over several files.
+        paths: The trace table: a `TraceSource` (as `trace_source` found and checked it), or
+            Parquet files, folders of them (Hive partitions too) or globs, each found as
+            `trace_source` finds it. Local paths that every Ray worker can read too (a shared
+            file system). A session may be spread over several files.
         rubrics: The golden rubrics, as for `evaluate`; sent to the workers.
         names: The evaluators to run (default: all).
         params: Keyword parameters per evaluator name, as for `evaluate`.
@@ -79,16 +89,19 @@ def ray_score_batches(
         EvaluatorError: Ray is not installed, an evaluator name or parameter is wrong, or
             `batch_rows` is not positive (all found here, before Ray starts); or, while
             iterating, the cluster at `address` cannot be reached.
+        TraceTableError: While iterating: a path that holds no trace table, or a row that
+            breaks the schema; the message names the file (and the row there).
     """
     ray = _import_ray()
     if batch_rows < 1:
         raise EvaluatorError(f"batch_rows must be at least 1, got {batch_rows!r}")
     # Unknown names and bad parameters fail here, in a fraction of a second, not on a worker.
     evaluate(empty_table(), rubrics, names, params)
-    if not paths:
+    if not isinstance(paths, TraceSource) and not paths:
         return iter(())
     options = {"rubrics": rubrics, "names": list(names) if names else None, "params": params}
-    return _stream(ray, list(paths), options, batch_rows, address)
+    source = paths if isinstance(paths, TraceSource) else list(paths)
+    return _stream(ray, source, options, batch_rows, address)
 
 
 def _import_ray() -> ModuleType:
@@ -102,26 +115,51 @@ def _import_ray() -> ModuleType:
 
 def _stream(
     ray: ModuleType,
-    paths: list[str],
+    source: list[str] | TraceSource,
     options: dict[str, Any],
     batch_rows: int,
     address: str | None,
 ) -> Iterator[pa.Table]:
-    with _session(ray, address), _causes(ray):
+    with _quiet(), _session(ray, address), _causes(ray):
         if not _through_client(ray):
-            yield from scored_tables(paths, options, batch_rows)
+            yield from scored_tables(source, options, batch_rows)
             return
         # Ray Data does not run in a Ray Client (ray-project/ray#48682): drive it from a task
         # on the cluster. A client cannot stream a task's results, so they come back at once.
         drive = ray.remote(num_cpus=0)(all_scored_tables)
-        yield from ray.get(drive.remote(paths, options, batch_rows))
+        yield from ray.get(drive.remote(source, options, batch_rows))
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Ray's log lines off the terminal for the length of a run; its log files keep them.
+
+    Ray logs its start, Ray Data each run and, when a worker fails, the worker's traceback
+    twice: a user of the command wants the one line that says what to do. (A worker's own
+    output stays in the workers' logs: `log_to_driver=False`.)
+    """
+    terminal = [
+        handler
+        for name in RAY_LOGGERS
+        for handler in logging.getLogger(name).handlers
+        if isinstance(handler, logging.StreamHandler)
+        and not isinstance(handler, logging.FileHandler)
+    ]
+    levels = [handler.level for handler in terminal]
+    for handler in terminal:
+        handler.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for handler, level in zip(terminal, levels, strict=True):
+            handler.setLevel(level)
 
 
 @contextmanager
 def _causes(ray: ModuleType) -> Iterator[None]:
     """A usage error raised on a worker as it is, not wrapped in the worker's traceback.
 
-    (A bad parameter, a judge reply the cassette does not hold: one line, exit 2.)
+    (A bad parameter, a bad row, a judge reply the cassette does not hold: one line, exit 2.)
     """
     try:
         yield
@@ -134,22 +172,19 @@ def _causes(ray: ModuleType) -> Iterator[None]:
         raise
 
 
-def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) -> Iterator[pa.Table]:
+def scored_tables(
+    source: list[str] | TraceSource, options: dict[str, Any], batch_rows: int
+) -> Iterator[pa.Table]:
     """The score tables, from a process that can drive Ray Data (not a Ray Client)."""
     import ray
 
-    rows, older = _footers(paths)
-    if rows == 0:
+    found = _found(source)
+    if found.rows == 0:
         return
     cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
-    buckets = max(math.ceil(rows / batch_rows), cpus)
+    buckets = max(math.ceil(found.rows / batch_rows), cpus)
     scored = (
-        _read(
-            paths,
-            blocks=buckets,
-            columns=list(VERSION_1_COLUMNS) if older else None,
-        )
-        .map_batches(partial(with_bucket, buckets=buckets), batch_format="pyarrow")
+        _read(found, buckets)
         .groupby(BUCKET, num_partitions=buckets)  # used by the hash shuffles only
         .map_groups(partial(score_group, **options), batch_format="pyarrow")
     )
@@ -160,9 +195,11 @@ def scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) ->
             yield table.select(SCORE_SCHEMA.names).cast(SCORE_SCHEMA)
 
 
-def all_scored_tables(paths: list[str], options: dict[str, Any], batch_rows: int) -> list[pa.Table]:
+def all_scored_tables(
+    source: list[str] | TraceSource, options: dict[str, Any], batch_rows: int
+) -> list[pa.Table]:
     """`scored_tables` as a list: what the task on the cluster returns to a Ray Client."""
-    return list(scored_tables(paths, options, batch_rows))
+    return list(scored_tables(source, options, batch_rows))
 
 
 def _through_client(ray: ModuleType) -> bool:
@@ -170,28 +207,71 @@ def _through_client(ray: ModuleType) -> bool:
     return bool(ray.util.client.ray.is_connected())
 
 
-def _footers(paths: list[str]) -> tuple[int, bool]:
-    """The trace rows in the files, and whether some file is of schema version 1.
+def _found(source: list[str] | TraceSource) -> TraceSource:
+    """The files and what their Hive folders give, checked from their footers (`trace_source`).
 
-    Both from the Parquet footers (no data is read). A file of version 1 has no attribute
-    fields' columns, and Ray would give its rows nulls there, beside the other files' values:
-    then every file is read without them, and `evaluate` reads them from the rows' attributes.
+    Found here, where Ray Data runs: through a Ray Client, on the cluster, which reads them.
 
     Raises:
-        EvaluatorError: A file is missing or not Parquet; the message names it.
+        TraceTableError: Nothing found, a file that is not Parquet or not a trace table; the
+            message names it.
     """
-    if not paths:
-        return 0, False
-    try:
-        dataset = pds.dataset(paths[0] if len(paths) == 1 else paths, format="parquet")
-        files = [set(f.physical_schema.names) for f in dataset.get_fragments()]
-        return int(dataset.count_rows()), any(not set(ATTRIBUTE_FIELDS) <= f for f in files)
-    except (OSError, pa.ArrowException) as exc:
-        raise EvaluatorError(f"{_first_line(exc)}; expected Parquet trace tables") from exc
+    if isinstance(source, TraceSource):
+        return source
+    found = [trace_source(path) for path in source]
+    return TraceSource(
+        given=", ".join(source),
+        files=tuple(path for one in found for path in one.files),
+        rows=sum(one.rows for one in found),
+        constants=tuple(given for one in found for given in one.constants),
+    )
+
+
+def checked_rows(
+    files: pa.Table, *, source: TraceSource, buckets: int, block_rows: int
+) -> Iterator[pa.Table]:
+    """What a Ray worker runs first: its files' rows, checked, each with its bucket (`BUCKET`).
+
+    `files` holds indices into `source.files`. The rows are read and checked as the local
+    engine reads and checks them, so that they equal its rows and an error names the file and
+    the row there; they leave in blocks of about `block_rows` (a few large blocks shuffle
+    faster than many small ones).
+    """
+    indices = files.column(FILE).to_pylist()
+    mine = TraceSource(
+        given=source.given,
+        files=tuple(source.files[i] for i in indices),
+        rows=0,  # unknown per file; `chunks` does not read it
+        constants=tuple(source.constants[i] for i in indices),
+    )
+    bucketed = (with_bucket(chunk, buckets=buckets) for chunk in _checked(mine))
+    yield from _gathered(bucketed, block_rows)
+
+
+def _checked(source: TraceSource) -> Iterator[pa.Table]:
+    """The source's rows as the local engine reads them, each chunk checked as it comes."""
+    for path, offset, chunk in chunks(source, TRACE_COLUMNS):
+        if chunk.num_rows:
+            validate_table(chunk, path, first_row=offset)
+            yield chunk
+
+
+def _gathered(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """The tables gathered into tables of `rows` rows or a little more (the last: fewer)."""
+    parts: list[pa.Table] = []
+    gathered = 0
+    for table in tables:
+        parts.append(table)
+        gathered += table.num_rows
+        if gathered >= rows:
+            yield pa.concat_tables(parts)
+            parts, gathered = [], 0
+    if parts:
+        yield pa.concat_tables(parts)
 
 
 def with_bucket(batch: pa.Table, *, buckets: int) -> pa.Table:
-    """What a Ray worker runs first: the batch with each row's bucket (`BUCKET`)."""
+    """The batch with each row's bucket (`BUCKET`); its session ids checked (none null)."""
     return batch.append_column(BUCKET, session_buckets(batch.column(SESSION_ID), buckets))
 
 
@@ -252,37 +332,34 @@ def _session(ray: ModuleType, address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
-def _read(paths: list[str], blocks: int, columns: list[str] | None) -> Dataset:
-    """The trace rows in `blocks` blocks, with this module's settings (the caller's are kept).
+def _read(source: TraceSource, buckets: int) -> Dataset:
+    """The source's rows, checked and bucketed by the workers (`checked_rows`).
 
-    Only `columns`, where given (else every column).
-
-    As many blocks as buckets: a sort moves blocks × blocks pieces, and Ray's default for a
-    read (at least 200 blocks) would make that tens of thousands of tiny objects.
+    One read task per file, or per few files when there are more files than buckets; the
+    tasks' blocks hold about as many rows as a bucket. As many blocks as buckets: a sort moves
+    blocks × blocks pieces, and a block per file or per chunk could make that tens of
+    thousands of tiny objects.
     """
-    from ray.data import DataContext, read_parquet
+    from ray.data import from_items
     from ray.data.context import ShuffleStrategy
 
-    current = DataContext.get_current()
-    saved = current.use_datasource_v2, current.enable_progress_bars
-    # Ray 2.60's new Parquet reader lists files on several threads, each importing fsspec's
-    # HTTP filesystem; without aiohttp that import fails, and when two threads try at once it
-    # fails with an ImportError Ray does not catch. The previous reader lists files in turn.
-    current.use_datasource_v2 = False
-    current.enable_progress_bars = False
-    try:
-        dataset = read_parquet(
-            paths, partitioning=None, override_num_blocks=blocks, columns=columns
-        )
-    finally:
-        current.use_datasource_v2, current.enable_progress_bars = saved
-    context = dataset.context  # the dataset's own copy: what it and its children run with
+    files = from_items(
+        list(range(len(source.files))), override_num_blocks=min(len(source.files), buckets)
+    )
+    context = files.context  # the dataset's own copy: what it and its children run with
+    context.enable_progress_bars = False
     context.print_on_execution_start = False
     if SHUFFLE_STRATEGY_ENV not in os.environ:
         # The hash shuffles start fresh worker processes (or actors) for every run: seconds
         # before the first row moves. A sort costs less until the data is large.
         context.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    return dataset
+    read = partial(
+        checked_rows,
+        source=source,
+        buckets=buckets,
+        block_rows=math.ceil(source.rows / buckets),
+    )
+    return files.map_batches(read, batch_format="pyarrow")
 
 
 def _check_reachable(address: str) -> None:

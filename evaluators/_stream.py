@@ -331,7 +331,7 @@ def score_batches(
         from plangate.evaluators._ray import ray_score_batches
 
         scored = ray_score_batches(
-            list(found.files), rubrics=rubrics, names=names, params=params,
+            found, rubrics=rubrics, names=names, params=params,
             batch_rows=batch_rows, address=address,
         )  # fmt: skip
         return _counted_at_end(scored, found.rows, progress)

@@ -11,13 +11,14 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -29,10 +30,14 @@ from plangate.evaluators import (
     Rubric,
     RubricSet,
     ToolExpectation,
+    TraceSource,
     evaluate,
+    score_batches,
+    trace_source,
 )
 from plangate.evaluators._ray import _session, ray_score_batches
-from plangate.replay import build_table, write_table
+from plangate.replay import TraceTableError, build_table, write_table
+from plangate.replay.schema import table_from_columns
 from tests.bench.bench_evaluators import synthetic_table
 from tests.replay.test_attribute_fields import as_version_1
 from tests.replay.test_attribute_fields import rows as attribute_rows
@@ -84,7 +89,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[pa.Table, list[str
     return table, paths
 
 
-def scored(paths: list[str], **options: Any) -> list[pa.Table]:
+def scored(paths: Sequence[str] | TraceSource, **options: Any) -> list[pa.Table]:
     arguments: dict[str, Any] = {
         "rubrics": None, "names": None, "params": None, "batch_rows": 10_000, "address": None,
     }  # fmt: skip
@@ -126,6 +131,118 @@ def test_files_of_schema_version_1_beside_todays_score_as_today(
     names = ["tokens", "cost"]
     actual = pa.concat_tables(scored([str(tmp_path)], names=names)).sort_by(ORDER)
     assert actual.to_pylist() == evaluate(today, names=names).sort_by(ORDER).to_pylist()
+
+
+def locally(source: Path, **options: Any) -> list[dict[str, Any]]:
+    """The local engine's scores of a source: the reference, in `ORDER`."""
+    return pa.concat_tables(score_batches(source, **options)).sort_by(ORDER).to_pylist()
+
+
+def test_values_given_beside_version_1_files_are_kept(
+    local_ray: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A file of today keeps the values its columns were given, beside a file of version 1.
+
+    (And Ray's log lines of a run stay off the terminal.)
+    """
+    today = build_table(attribute_rows(8))
+    pq.write_table(as_version_1(today.slice(0, 12)), tmp_path / "part-0.parquet")
+    given = today.slice(12).to_pydict()  # sessions s3 (the rest of it) to s7
+    llm = [kind == "LLM" for kind in given["span_kind"]]
+    given["cost_usd"] = [0.25 if is_llm else None for is_llm in llm]  # not in the attributes
+    given["tokens_cached"] = [100 if is_llm else None for is_llm in llm]
+    write_table(table_from_columns(given), tmp_path / "part-1.parquet")
+    names = ["tokens", "cost"]
+    expected = locally(tmp_path, names=names)
+    capfd.readouterr()
+    actual = pa.concat_tables(scored([str(tmp_path)], names=names)).sort_by(ORDER).to_pylist()
+    assert capfd.readouterr().err == ""
+    assert actual == expected
+    cost = {(r["session_id"], r["evaluator"]): r["score"] for r in actual}
+    assert cost["s4", "cost"] == 0.25  # its one call's given cost, recorded by the source
+
+
+@pytest.fixture
+def hive(tmp_path: Path) -> Path:
+    """Sessions under `source=…/trial=…/` folders, their files without those two columns."""
+    table, _ = synthetic_table(40, 3, 5)
+    second = pc.greater_equal(table["session_id"], "s5")
+    for index, (source, rows) in enumerate([("alpha", pc.invert(second)), ("beta", second)]):
+        folder = tmp_path / "traces" / f"source={source}" / f"trial={index + 1}"
+        folder.mkdir(parents=True)
+        pq.write_table(table.filter(rows).drop_columns(["source", "trial"]), folder / "p.parquet")
+    return tmp_path / "traces"
+
+
+def test_hive_partition_folders_give_their_columns_as_locally(local_ray: Any, hive: Path) -> None:
+    expected = locally(hive)
+    assert {row["trial"] for row in expected} == {1, 2}  # from the folders, typed
+    for source in ([str(hive)], trace_source(hive)):
+        actual = pa.concat_tables(scored(source)).sort_by(ORDER).to_pylist()
+        assert actual == expected
+
+
+def test_hive_partition_folders_through_score_batches(local_ray: Any, hive: Path) -> None:
+    actual = pa.concat_tables(score_batches(hive, engine="ray")).sort_by(ORDER).to_pylist()
+    assert actual == locally(hive)
+
+
+@pytest.fixture(scope="module")
+def long_table() -> pa.Table:
+    """A trace table longer than a read (65,536 rows), `session_id` nullable."""
+    table, _ = synthetic_table(1700, 20, 3)
+    return table.cast(table.schema.set(0, pa.field("session_id", pa.string())))
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("session_id", None), ("span_kind", "tool")], ids=["null", "bad value"]
+)
+def test_a_bad_row_is_named_by_its_file_and_its_row_there(
+    local_ray: Any,
+    long_table: pa.Table,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    column: str,
+    value: str | None,
+) -> None:
+    """As the local engine names it, in one line; Ray's log lines stay off the terminal."""
+    values = long_table[column].to_pylist()
+    values[67_000] = value  # row 66,000 of the second file: in its second read
+    bad = long_table.set_column(long_table.schema.get_field_index(column), column, [values])
+    pq.write_table(bad.slice(0, 1_000), tmp_path / "part-0.parquet")
+    pq.write_table(bad.slice(1_000), tmp_path / "part-1.parquet")
+    with pytest.raises(TraceTableError) as local:
+        list(score_batches(tmp_path))
+    capfd.readouterr()
+    with pytest.raises(TraceTableError) as on_ray:
+        scored([str(tmp_path)])
+    assert str(on_ray.value) == str(local.value)
+    assert str(on_ray.value).startswith(f"{tmp_path / 'part-1.parquet'}: row 66000, column")
+    assert "\n" not in str(on_ray.value)
+    assert capfd.readouterr().err == ""
+
+
+def test_the_command_line_shows_one_line_and_none_of_ray_s(
+    traces: tuple[pa.Table, list[str]], tmp_path: Path
+) -> None:
+    """`plangate eval --engine ray` starts its own Ray: none of its log lines on the terminal."""
+    pytest.importorskip("ray")
+    _, paths = traces
+    bad = tmp_path / "traces" / "part-0.parquet"
+    bad.parent.mkdir()
+    table = pq.read_table(paths[0])
+    kinds = table["span_kind"].to_pylist()
+    kinds[5] = "tool"
+    pq.write_table(table.set_column(5, "span_kind", pa.array(kinds)), bad)
+    command = [sys.executable, "-m", "plangate", "eval", str(bad.parent), "--engine", "ray",
+               "-o", str(tmp_path / "scores")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"plangate: error: {bad}: row 5, column 'span_kind' is 'tool'; allowed: AGENT, CHAIN, "
+        "DECISION, EMBEDDING, EVALUATOR, GUARDRAIL, LLM, PROMPT, RERANKER, RETRIEVER, TOOL, "
+        "UNKNOWN\n"
+    )
 
 
 def test_each_session_is_scored_whole_in_one_group(

@@ -306,10 +306,10 @@ def test_the_ray_engine_gets_the_files_and_the_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_interleaved(traces(8, 1), tmp_path, files=3)
-    calls: list[tuple[list[str], dict[str, Any]]] = []
+    calls: list[tuple[Any, dict[str, Any]]] = []
     scores = evaluate(traces(8, 1))
 
-    def ray_score_batches(paths: list[str], **settings: Any) -> Any:
+    def ray_score_batches(paths: Any, **settings: Any) -> Any:
         calls.append((paths, settings))
         yield scores
 
@@ -325,7 +325,7 @@ def test_the_ray_engine_gets_the_files_and_the_settings(
     )  # fmt: skip
 
     assert got == [scores]
-    assert calls == [
+    assert [(list(source.files), settings) for source, settings in calls] == [
         (
             [str(tmp_path / f"part-{i}.parquet") for i in range(3)],
             {"rubrics": None, "names": ["latency"], "params": None, "batch_rows": 7,
