@@ -52,7 +52,7 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.evaluators._source import TraceSource, trace_source
+from plangate.evaluators._source import TraceSource, trace_source, would_read
 from plangate.evaluators._source import chunks as source_chunks
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
@@ -96,4 +96,5 @@ __all__ = [
     "source_chunks",
     "task_outcomes",
     "trace_source",
+    "would_read",
 ]

@@ -16,6 +16,7 @@ Ray is imported only here, inside the functions: plangate imports and runs witho
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -33,10 +34,16 @@ import pyarrow as pa
 
 from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
-from plangate.evaluators._source import TRACE_COLUMNS, TraceSource, chunks, trace_source
+from plangate.evaluators._source import (
+    TRACE_COLUMNS,
+    TraceSource,
+    chunks,
+    duplicate_located,
+    trace_source,
+)
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, empty_table, validate_table
+from plangate.replay.schema import SESSION_ID, DuplicateSpanError, empty_table, validate_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -120,7 +127,7 @@ def _stream(
     batch_rows: int,
     address: str | None,
 ) -> Iterator[pa.Table]:
-    with _quiet(), _session(ray, address), _causes(ray):
+    with _quiet(), _session(ray, address), _located(source), _causes(ray):
         if not _through_client(ray):
             yield from scored_tables(source, options, batch_rows)
             return
@@ -136,7 +143,8 @@ def _quiet() -> Iterator[None]:
 
     Ray logs its start, Ray Data each run and, when a worker fails, the worker's traceback
     twice: a user of the command wants the one line that says what to do. (A worker's own
-    output stays in the workers' logs: `log_to_driver=False`.)
+    output stays in the workers' logs: `log_to_driver=False`.) The handlers are Ray's, for the
+    whole process: a program that uses Ray itself hears nothing from it during a run either.
     """
     terminal = [
         handler
@@ -156,6 +164,15 @@ def _quiet() -> Iterator[None]:
 
 
 @contextmanager
+def _located(source: list[str] | TraceSource) -> Iterator[None]:
+    """Two rows with one span id, found in a bucket, named by their files and rows there."""
+    try:
+        yield
+    except DuplicateSpanError as exc:
+        raise duplicate_located(_found(source), exc) from exc
+
+
+@contextmanager
 def _causes(ray: ModuleType) -> Iterator[None]:
     """A usage error raised on a worker as it is, not wrapped in the worker's traceback.
 
@@ -168,7 +185,9 @@ def _causes(ray: ModuleType) -> Iterator[None]:
         while isinstance(cause, ray.exceptions.RayTaskError):
             cause = cause.cause
         if isinstance(cause, PlangateError):  # Ray Data adds its advice below the message
-            raise type(cause)(_first_line(cause)) from None
+            error = copy.copy(cause)  # of its type, with what it carries (a span's key)
+            error.args = (_first_line(cause),)
+            raise error from None
         raise
 
 
@@ -210,7 +229,7 @@ def _through_client(ray: ModuleType) -> bool:
 def _found(source: list[str] | TraceSource) -> TraceSource:
     """The files and what their Hive folders give, checked from their footers (`trace_source`).
 
-    Found here, where Ray Data runs: through a Ray Client, on the cluster, which reads them.
+    Paths are found where this runs: `plangate eval` finds them before, on its own machine.
 
     Raises:
         TraceTableError: Nothing found, a file that is not Parquet or not a trace table; the
@@ -271,7 +290,7 @@ def _gathered(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
 
 
 def with_bucket(batch: pa.Table, *, buckets: int) -> pa.Table:
-    """The batch with each row's bucket (`BUCKET`); its session ids checked (none null)."""
+    """The batch with each row's bucket (`BUCKET`); its session ids are checked already."""
     return batch.append_column(BUCKET, session_buckets(batch.column(SESSION_ID), buckets))
 
 

@@ -139,7 +139,7 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
         own = np.flatnonzero(scores.errored)
         outcome[own], passed[own], score[own] = 3, np.nan, np.nan
         label = overlay(label, own, [ERROR] * len(own))
-    failed, messages = frame.kept("failures", lambda: _failures(frame))
+    failed, messages = frame.kept("registry.failures", lambda: _failures(frame))
     if len(failed):
         outcome[failed] = 3
         passed[failed] = np.nan
@@ -150,7 +150,7 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
             failed,
             [f"not judged: the turn ended in an infrastructure error ({m})" for m in messages],
         )
-    columns = frame.kept("turn columns", lambda: _turn_columns(frame)) | {
+    columns = frame.kept("registry.turn_columns", lambda: _turn_columns(frame)) | {
         EVALUATOR: strings(spec.name, turns),
         VERSION: pa.array(np.full(turns, spec.version, dtype=np.int32)),
         SCORE: pa.array(score, pa.float64(), mask=np.isnan(score)),

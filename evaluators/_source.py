@@ -8,13 +8,17 @@ reads the rows in the source's order (files sorted by path, then each file's row
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -23,6 +27,9 @@ from plangate.replay.schema import (
     ATTRIBUTES,
     SCHEMA,
     SCHEMA_VERSION,
+    SPAN_ID,
+    TRACE_ID,
+    DuplicateSpanError,
     TraceTableError,
     attribute_columns,
     missing_columns,
@@ -98,15 +105,17 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
             f"{given}: no such file or folder; expected a trace table (a .parquet file, a folder "
             "of them, or a glob)"
         )
+    base = _glob_base(given)
     matched: set[str] = set()
     for match in map(Path, glob.glob(given, recursive=True)):  # a folder matched: its files
-        matched.update([str(match)] if match.is_file() else _in_folder(match))
+        if not _hidden(match.relative_to(base) if base else match):  # as in a folder
+            matched.update([str(match)] if match.is_file() else _in_folder(match))
     if not matched:
         raise TraceTableError(
             f"{given}: matches no file, and no .parquet file in a folder it matches; expected "
             "Parquet trace tables"
         )
-    return sorted(matched), _glob_base(given)
+    return sorted(matched), base
 
 
 def _in_folder(folder: Path) -> list[str]:
@@ -119,7 +128,45 @@ def _in_folder(folder: Path) -> list[str]:
 
 
 def _hidden(relative: Path) -> bool:
-    return any(part.startswith((".", "_")) for part in relative.parts)
+    return any(part.startswith((".", "_")) for part in relative.parts if part not in (".", ".."))
+
+
+def would_read(given: str, path: str) -> bool:
+    """Whether what is written at `path` (a file, or a folder's files) is read with `given`.
+
+    Then a second run would score an output as traces.
+    """
+    target = Path(os.path.abspath(path))
+    if Path(given).is_file():
+        return target == Path(os.path.abspath(given))
+    if Path(given).is_dir():
+        folder = Path(os.path.abspath(given))
+        return target.is_relative_to(folder) and not _hidden(target.relative_to(folder))
+    if not any(c in given for c in GLOB_CHARACTERS):
+        return False
+    base = Path(os.path.abspath(_glob_base(given) or "."))
+    if target.is_relative_to(base) and _hidden(target.relative_to(base)):
+        return False  # skipped as a folder's hidden files are
+    pattern = Path(os.path.abspath(given)).parts
+    for written in (target, target / "part-00000.parquet"):  # a file, or a folder's parts
+        for depth in range(1, len(written.parts) + 1):  # a match, or a folder matched above
+            below = Path(*written.parts[depth:]) if depth < len(written.parts) else Path()
+            if _matches(written.parts[:depth], pattern) and not _hidden(below):
+                return True
+    return False
+
+
+def _matches(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether a path's parts match a glob's, as `glob.glob(recursive=True)` matches them."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _matches(parts[1:], pattern[1:])
+    )
 
 
 def _glob_base(pattern: str) -> str | None:
@@ -193,3 +240,21 @@ def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, i
                 ]
                 yield path, offset, pa.Table.from_arrays(arrays, schema=schema)
                 offset += batch.num_rows
+
+
+def duplicate_located(source: TraceSource, error: DuplicateSpanError) -> TraceTableError:
+    """`error` with its two rows named by their files and their rows there.
+
+    The rows may lie in two files: the batch that found them no longer knows which.
+    """
+    trace, span = error.key
+    places: list[str] = []
+    for path, offset, chunk in chunks(source, [TRACE_ID, SPAN_ID]):
+        same = pc.and_(pc.equal(chunk[TRACE_ID], trace), pc.equal(chunk[SPAN_ID], span))
+        rows = np.flatnonzero(pc.fill_null(same, False).to_numpy())
+        places += [f"{path}: row {offset + int(row)}" for row in rows]
+        if len(places) >= 2:
+            return TraceTableError(
+                f"{places[0]} and {places[1]} have the same trace_id/span_id {f'{trace}/{span}'!r}"
+            )
+    return error

@@ -33,8 +33,20 @@ import pyarrow.compute as pc
 
 from plangate.evaluators._registry import EvaluatorError, evaluate, evaluators
 from plangate.evaluators._rubric import RubricSet
-from plangate.evaluators._source import TRACE_COLUMNS, TraceSource, chunks, trace_source
-from plangate.replay.schema import SCHEMA, SESSION_ID, TraceTableError, validate_table
+from plangate.evaluators._source import (
+    TRACE_COLUMNS,
+    TraceSource,
+    chunks,
+    duplicate_located,
+    trace_source,
+)
+from plangate.replay.schema import (
+    SCHEMA,
+    SESSION_ID,
+    DuplicateSpanError,
+    TraceTableError,
+    validate_table,
+)
 
 DEFAULT_BATCH_ROWS = 250_000
 """Spans per batch unless told: a few hundred MB in the evaluators, whatever the source."""
@@ -357,6 +369,8 @@ def _scored(
             scores = evaluate(batch, rubrics, names=names, params=params)
         except TraceTableError as exc:
             located = _bad_row(source)
+            if located is None and isinstance(exc, DuplicateSpanError):
+                located = duplicate_located(source, exc)  # across files: no chunk holds both
             if located is None:
                 raise
             raise located from exc

@@ -57,6 +57,8 @@ from plangate.replay._attribute_fields import recorded_dollars as recorded_dolla
 from plangate.replay._column_text import missing_columns as missing_columns
 from plangate.replay._column_text import other_types as other_types
 from plangate.replay._fingerprint import surely_distinct
+from plangate.replay._table_errors import DuplicateSpanError as DuplicateSpanError
+from plangate.replay._table_errors import TraceTableError as TraceTableError
 
 SCHEMA_NAME = "plangate.trace_table"
 SCHEMA_VERSION = 2
@@ -180,10 +182,6 @@ ATTRIBUTE_OF_COLUMN = {
 }
 """The columns read from one span attribute each, and that attribute (the rest of a span's
 attributes go to `attributes`)."""
-
-
-class TraceTableError(PlangateError):
-    """A trace table (or a file that should hold one) is not valid; the message says where."""
 
 
 def canonical_arguments(arguments: Any) -> str:
@@ -389,13 +387,14 @@ def _check_unique_spans(table: pa.Table, where: str, first_row: int = 0) -> None
     )
     if len(np.unique(pairs)) == len(pairs):
         return
-    keys = pc.binary_join_element_wise(table.column(TRACE_ID), table.column(SPAN_ID), "/")
-    seen: dict[str, int] = {}
-    for index, key in enumerate(keys.to_pylist()):
+    keys = zip(table.column(TRACE_ID).to_pylist(), table.column(SPAN_ID).to_pylist(), strict=True)
+    seen: dict[tuple[str, str], int] = {}
+    for index, key in enumerate(keys):
         if key in seen:
-            raise TraceTableError(
+            raise DuplicateSpanError(
                 f"{where}: rows {first_row + seen[key]} and {first_row + index} have the same "
-                f"trace_id/span_id {key!r}"
+                f"trace_id/span_id {'/'.join(key)!r}",
+                key,
             )
         seen[key] = index
 

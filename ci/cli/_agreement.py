@@ -36,12 +36,14 @@ from plangate.evaluators import source_chunks, trace_source
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, OUTCOME, read_scores
 from plangate.replay.schema import (
     REWARD,
+    SCHEMA,
     SESSION_ID,
     SPAN_KIND,
     TRIAL,
     TURN_INDEX,
     read_parquet,
     read_table,
+    validate_table,
 )
 
 LABEL_COLUMNS = (SESSION_ID, TURN_INDEX, "label")
@@ -121,11 +123,8 @@ def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
         AgreementError: The file is missing or unreadable, lacks a column, or holds a label
             that is not pass/fail, true/false or 1/0 (the message names the row and value).
     """
-    if path.is_dir() or any(c in str(path) for c in "*?["):  # a trace table in many files
-        source = trace_source(path)
-        columns = [SESSION_ID, TURN_INDEX, SPAN_KIND, TRIAL, REWARD]
-        parts = [chunk for _, _, chunk in source_chunks(source, columns)]
-        return TRACE_REWARDS, _rewards(pa.concat_tables(parts)), True
+    if not path.is_file() and (path.is_dir() or any(c in str(path) for c in "*?[")):
+        return TRACE_REWARDS, _rewards(_trace_files(path)), True  # a trace table in many files
     if not path.is_file():
         raise AgreementError(
             f"{path}: no such file; expected LABELS: a label file (.csv or .parquet with "
@@ -137,6 +136,15 @@ def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
     if SPAN_KIND in table.column_names and REWARD in table.column_names:
         return TRACE_REWARDS, _rewards(read_table(path)), True
     return LABEL_FILE, *_from_rows(path, _parquet_rows(path, table), first=1, unit="row")
+
+
+def _trace_files(path: Path) -> pa.Table:
+    """The AGENT rows of a trace table in a folder or a glob, each chunk checked as read."""
+    agents = []
+    for file, offset, chunk in source_chunks(trace_source(path), SCHEMA.names):
+        validate_table(chunk, file, first_row=offset)
+        agents.append(chunk.filter(pc.equal(chunk[SPAN_KIND], "AGENT")))
+    return pa.concat_tables(agents) if agents else SCHEMA.empty_table()
 
 
 def _rewards(table: pa.Table) -> dict[Key, bool]:

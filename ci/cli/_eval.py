@@ -30,6 +30,7 @@ from plangate.evaluators import (
     evaluators,
     score_batches,
     trace_source,
+    would_read,
 )
 from plangate.harness import (
     OutputError,
@@ -103,12 +104,11 @@ def score_table(args: argparse.Namespace) -> int:
 
 
 def _outside_source(source: str, output: str) -> None:
-    """Refuse scores written into the source folder: the next run would read them as traces."""
-    folder = Path(source)
-    if folder.is_dir() and Path(output).resolve().is_relative_to(folder.resolve()):
+    """Refuse scores written where the source is read: the next run would read them as traces."""
+    if would_read(source, output):
         raise OutputError(
-            f"{output}: inside the source folder {source}, whose .parquet files are all read as "
-            "traces; write the scores outside it"
+            f"{output}: where the source {source} is read from (its .parquet files are all "
+            "read as traces); write the scores outside it"
         )
 
 

@@ -308,3 +308,38 @@ def test_identical_ratings_give_the_interval_1_1(ratings: list[bool]) -> None:
         assert (interval.low, interval.high) == (1.0, 1.0)
     else:
         assert (interval.low, interval.high, interval.dropped) == (None, None, 200)
+
+
+def test_labels_in_a_folder_are_checked_and_a_file_with_glob_characters_is_a_file(
+    tau: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, scores = tau
+    spans = pq.read_table(table)
+    turns = spans["turn_index"].to_pylist()
+    turns[1_500] = None  # a required column null in the second file, row 500
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    bad = spans.set_column(1, "turn_index", pa.array(turns, pa.int32()))
+    pq.write_table(bad.slice(0, 1_000), broken / "part-0.parquet")
+    pq.write_table(bad.slice(1_000), broken / "part-1.parquet")
+    code, _, err = agreement(capsys, str(scores), str(broken))
+    assert_one_line_naming(code, err, broken / "part-1.parquet", "null turn")
+    assert "row 500, column 'turn_index' is null" in err
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    pq.write_table(spans.slice(0, 0), empty / "part-0.parquet")
+    code, _, err = agreement(capsys, str(scores), str(empty))
+    assert code == 2 and "no turn of" in err and "Traceback" not in err
+
+    rows = agent_rows(table)
+    odd = tmp_path / "labels[v2].csv"  # glob characters in a file's name: still that file
+    with odd.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["session_id", "turn_index", "trial", "label"])
+        for row in rows:
+            label = "pass" if row["reward"] == 1.0 else "fail"
+            writer.writerow([row["session_id"], row["turn_index"], row["trial"], label])
+    code, out, err = agreement(capsys, str(scores), str(odd), "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["labels_kind"] == "label file"

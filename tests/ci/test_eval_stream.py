@@ -210,14 +210,36 @@ def test_a_score_folder_without_scores_is_named(tmp_path: Path) -> None:
         read_scores(tmp_path / "other")
 
 
-def test_scores_are_not_written_into_the_source_folder(
+def test_scores_are_not_written_where_the_source_is_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # They would be read as traces by the next run over the same folder.
+    # They would be read as traces by the next run over the same source.
     traces_folder = tmp_path / "traces"
     write_interleaved(TABLE.slice(0, 100), traces_folder, files=2)
-    out = traces_folder / "scores"
-    code, _, err = run_main(["eval", str(traces_folder), "-o", str(out)], capsys)
-    assert_one_line_naming(code, err, out, "inside the source folder")
-    assert "inside the source folder" in err
-    assert not out.exists()
+    one = traces_folder / "part-0.parquet"
+    refused = [
+        (str(traces_folder), traces_folder / "scores"),
+        (f"{traces_folder}/*.parquet", traces_folder / "more.parquet"),
+        (f"{traces_folder}/*/", traces_folder / "scores"),
+        (f"{tmp_path}/**/*.parquet", tmp_path / "scores"),
+        (str(one), one),  # the source itself, even with --force
+    ]
+    for source, out in refused:
+        code, _, err = run_main(["eval", source, "-o", str(out), "--force"], capsys)
+        assert_one_line_naming(code, err, out, source)
+        assert "where the source" in err
+    assert not (traces_folder / "scores").exists() and one.stat().st_size > 1_000
+    # A hidden name, and a glob that does not reach the scores' files, are never read: fine.
+    code, _, err = run_main(
+        ["eval", str(traces_folder), "-o", str(traces_folder / "_scores")], capsys
+    )
+    assert code == 0, err
+    code, _, err = run_main(
+        ["eval", str(traces_folder), "-o", str(traces_folder / "_scores"), "--force"], capsys
+    )
+    assert code == 0, err
+    code, _, err = run_main(["eval", f"{traces_folder}/*", "-o", str(traces_folder / "_s")], capsys)
+    assert code == 0, err
+    glob = f"{traces_folder}/*.parquet"
+    code, _, err = run_main(["eval", glob, "-o", str(traces_folder / "scores")], capsys)
+    assert code == 0, err

@@ -222,6 +222,27 @@ def test_a_bad_row_is_named_by_its_file_and_its_row_there(
     assert capfd.readouterr().err == ""
 
 
+def test_one_span_in_two_files_is_named_by_both_as_locally(
+    local_ray: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # No chunk holds both rows: the bucket finds them, and the files are searched for the span.
+    table, _ = synthetic_table(6, 1)
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table.slice(5, 1), tmp_path / "b.parquet")
+    with pytest.raises(TraceTableError) as local:
+        list(score_batches(tmp_path))
+    capfd.readouterr()
+    with pytest.raises(TraceTableError) as on_ray:
+        scored([str(tmp_path)])
+    assert str(on_ray.value) == str(local.value)
+    key = f"{table['trace_id'][5]}/{table['span_id'][5]}"
+    assert str(local.value) == (
+        f"{tmp_path / 'a.parquet'}: row 5 and {tmp_path / 'b.parquet'}: row 0 have the same "
+        f"trace_id/span_id {key!r}"
+    )
+    assert capfd.readouterr().err == ""
+
+
 def test_the_command_line_shows_one_line_and_none_of_ray_s(
     traces: tuple[pa.Table, list[str]], tmp_path: Path
 ) -> None:

@@ -224,6 +224,8 @@ def test_hive_partitions_and_globs(tmp_path: Path) -> None:
         folder.mkdir(parents=True)
         pq.write_table(half.remove_column(variant), folder / "part-0.parquet")
     (tmp_path / "hive" / "_SUCCESS").write_text("")  # hidden, as Spark writes it
+    (tmp_path / "hive" / "_temporary").mkdir()  # hidden too, with a file of another table
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "hive" / "_temporary" / "part-0.parquet")
     expected = table.set_column(variant, "variant", pa.array(["alyx"] * table.num_rows))
 
     for source in (tmp_path / "hive", f"{tmp_path}/hive/date=*/*/*.parquet", f"{tmp_path}/hive/*/"):
@@ -272,6 +274,21 @@ def test_every_column_of_another_type_is_named_in_the_one_line(tmp_path: Path) -
         trace_source(tmp_path)
     with pytest.raises(TraceTableError, match=re.escape(expected.split(": ", 1)[1])):
         validate_table(table.cast(wider))
+
+
+def test_one_span_in_two_files_is_named_by_both_files_and_rows(tmp_path: Path) -> None:
+    # No chunk holds both rows: the batch finds them, then the files are searched for the span.
+    table = traces(6, 1)
+    pq.write_table(table, tmp_path / "a.parquet")
+    pq.write_table(table.slice(5, 1), tmp_path / "b.parquet")
+    key = f"{table['trace_id'][5]}/{table['span_id'][5]}"
+    expected = (
+        f"{tmp_path / 'a.parquet'}: row 5 and {tmp_path / 'b.parquet'}: row 0 have the same "
+        f"trace_id/span_id {key!r}"
+    )
+    with pytest.raises(TraceTableError) as caught:
+        list(score_batches(tmp_path))
+    assert str(caught.value) == expected
 
 
 def test_a_bad_row_names_its_file_and_its_row_there(tmp_path: Path) -> None:
