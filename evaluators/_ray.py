@@ -24,6 +24,7 @@ import socket
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
@@ -107,7 +108,13 @@ def ray_score_batches(
     if not isinstance(paths, TraceSource) and not paths:
         return iter(())
     options = {"rubrics": rubrics, "names": list(names) if names else None, "params": params}
-    source = paths if isinstance(paths, TraceSource) else list(paths)
+    # Absolute here, where the paths were given: a worker on another node has another folder.
+    if isinstance(paths, TraceSource):
+        source: list[str] | TraceSource = replace(
+            paths, files=tuple(os.path.abspath(f) for f in paths.files)
+        )
+    else:
+        source = [os.path.abspath(p) for p in paths]
     return _stream(ray, source, options, batch_rows, address)
 
 

@@ -222,6 +222,19 @@ def test_a_bad_row_is_named_by_its_file_and_its_row_there(
     assert capfd.readouterr().err == ""
 
 
+def test_relative_paths_are_read_from_where_they_were_given(
+    local_ray: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workers started elsewhere (as on another node): a relative path means the caller's.
+    table, _ = synthetic_table(6, 1)
+    (tmp_path / "relative").mkdir()
+    pq.write_table(table, tmp_path / "relative" / "t.parquet")
+    expected = locally(tmp_path / "relative")
+    monkeypatch.chdir(tmp_path)
+    for source in (["relative"], trace_source("relative")):
+        assert pa.concat_tables(scored(source)).sort_by(ORDER).to_pylist() == expected
+
+
 def test_one_span_in_two_files_is_named_by_both_as_locally(
     local_ray: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
