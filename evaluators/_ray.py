@@ -22,7 +22,7 @@ import math
 import os
 import socket
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -36,15 +36,15 @@ import pyarrow as pa
 from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators._source import (
-    TRACE_COLUMNS,
     TraceSource,
-    chunks,
+    checked_chunks,
     duplicate_located,
+    gathered,
     trace_source,
 )
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, DuplicateSpanError, empty_table, validate_table
+from plangate.replay.schema import SESSION_ID, DuplicateSpanError, empty_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -270,30 +270,8 @@ def checked_rows(
         rows=0,  # unknown per file; `chunks` does not read it
         constants=tuple(source.constants[i] for i in indices),
     )
-    bucketed = (with_bucket(chunk, buckets=buckets) for chunk in _checked(mine))
-    yield from _gathered(bucketed, block_rows)
-
-
-def _checked(source: TraceSource) -> Iterator[pa.Table]:
-    """The source's rows as the local engine reads them, each chunk checked as it comes."""
-    for path, offset, chunk in chunks(source, TRACE_COLUMNS):
-        if chunk.num_rows:
-            validate_table(chunk, path, first_row=offset)
-            yield chunk
-
-
-def _gathered(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
-    """The tables gathered into tables of `rows` rows or a little more (the last: fewer)."""
-    parts: list[pa.Table] = []
-    gathered = 0
-    for table in tables:
-        parts.append(table)
-        gathered += table.num_rows
-        if gathered >= rows:
-            yield pa.concat_tables(parts)
-            parts, gathered = [], 0
-    if parts:
-        yield pa.concat_tables(parts)
+    bucketed = (with_bucket(chunk, buckets=buckets) for chunk in checked_chunks(mine))
+    yield from gathered(bucketed, block_rows)
 
 
 def with_bucket(batch: pa.Table, *, buckets: int) -> pa.Table:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from plangate.replay.schema import (
     attribute_columns,
     missing_columns,
     other_types,
+    validate_table,
 )
 
 READ_ROWS = 65_536
@@ -258,3 +259,29 @@ def duplicate_located(source: TraceSource, error: DuplicateSpanError) -> TraceTa
                 f"{places[0]} and {places[1]} have the same trace_id/span_id {f'{trace}/{span}'!r}"
             )
     return error
+
+
+def checked_chunks(source: TraceSource, check: bool = True) -> Iterator[pa.Table]:
+    """Every row in order, `READ_ROWS` at a time, each chunk checked as it comes (`check`).
+
+    The check is `validate_table`'s: an error names the file and the row there.
+    """
+    for path, offset, chunk in chunks(source, TRACE_COLUMNS):
+        if chunk.num_rows:
+            if check:
+                validate_table(chunk, path, first_row=offset)
+            yield chunk
+
+
+def gathered(tables: Iterable[pa.Table], size: int) -> Iterator[pa.Table]:
+    """The tables gathered `size` rows at a time (or a little more; the last, fewer)."""
+    parts: list[pa.Table] = []
+    rows = 0
+    for table in tables:
+        parts.append(table)
+        rows += table.num_rows
+        if rows >= size:
+            yield pa.concat_tables(parts)
+            parts, rows = [], 0
+    if parts:
+        yield pa.concat_tables(parts)

@@ -34,10 +34,11 @@ import pyarrow.compute as pc
 from plangate.evaluators._registry import EvaluatorError, evaluate, evaluators
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators._source import (
-    TRACE_COLUMNS,
     TraceSource,
+    checked_chunks,
     chunks,
     duplicate_located,
+    gathered,
     trace_source,
 )
 from plangate.replay.schema import (
@@ -45,7 +46,6 @@ from plangate.replay.schema import (
     SESSION_ID,
     DuplicateSpanError,
     TraceTableError,
-    validate_table,
 )
 
 DEFAULT_BATCH_ROWS = 250_000
@@ -62,19 +62,10 @@ Engine = Literal["local", "ray"]
 """Where batches are scored: in this process, or on a Ray cluster (`plangate[ray]`)."""
 
 
-def _rows(source: TraceSource, check: bool) -> Iterator[pa.Table]:
-    """Every row in order; with `check`, checked as a trace table a chunk at a time."""
-    for path, offset, chunk in chunks(source, TRACE_COLUMNS):
-        if chunk.num_rows:
-            if check:
-                validate_table(chunk, path, first_row=offset)
-            yield chunk
-
-
 def _bad_row(source: TraceSource) -> TraceTableError | None:
     """The first chunk of the source that is not a valid trace table, named (None: all are)."""
     try:
-        for _ in _rows(source, check=True):
+        for _ in checked_chunks(source):
             pass
     except TraceTableError as exc:
         return exc
@@ -121,7 +112,7 @@ def _check_batch_rows(batch_rows: int) -> None:
 def _batches(
     source: TraceSource, batch_rows: int, spill_dir: str | Path | None, check: bool
 ) -> Iterator[pa.Table]:
-    rows = _rows(source, check)
+    rows = checked_chunks(source, check)
     if source.rows <= batch_rows:
         parts = list(rows)
         if parts:
@@ -217,7 +208,7 @@ def _spilled(
     with tempfile.TemporaryDirectory(prefix="plangate-spill-", dir=spill_dir) as folder:
         spill = _Buckets(Path(folder), count)
         try:
-            for part in _gathered(rows, batch_rows):
+            for part in gathered(rows, batch_rows):
                 spill.add(part)
         finally:
             paths = spill.close()
@@ -227,20 +218,6 @@ def _spilled(
             path.unlink()
             if table.num_rows:
                 yield table
-
-
-def _gathered(rows: Iterator[pa.Table], size: int) -> Iterator[pa.Table]:
-    """The chunks gathered `size` rows at a time (or a little more): fewer, larger writes."""
-    parts: list[pa.Table] = []
-    gathered = 0
-    for chunk in rows:
-        parts.append(chunk)
-        gathered += chunk.num_rows
-        if gathered >= size:
-            yield pa.concat_tables(parts)
-            parts, gathered = [], 0
-    if parts:
-        yield pa.concat_tables(parts)
 
 
 def _bucket_limit() -> int:

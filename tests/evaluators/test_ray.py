@@ -194,6 +194,18 @@ def long_table() -> pa.Table:
     return table.cast(table.schema.set(0, pa.field("session_id", pa.string())))
 
 
+def same_error_on_both(source: Path, capfd: pytest.CaptureFixture[str]) -> str:
+    """The error both engines give for a source, checked equal; nothing of Ray's printed."""
+    with pytest.raises(TraceTableError) as local:
+        list(score_batches(source))
+    capfd.readouterr()
+    with pytest.raises(TraceTableError) as on_ray:
+        scored([str(source)])
+    assert str(on_ray.value) == str(local.value)
+    assert capfd.readouterr().err == ""
+    return str(local.value)
+
+
 @pytest.mark.parametrize(
     ("column", "value"), [("session_id", None), ("span_kind", "tool")], ids=["null", "bad value"]
 )
@@ -211,15 +223,9 @@ def test_a_bad_row_is_named_by_its_file_and_its_row_there(
     bad = long_table.set_column(long_table.schema.get_field_index(column), column, [values])
     pq.write_table(bad.slice(0, 1_000), tmp_path / "part-0.parquet")
     pq.write_table(bad.slice(1_000), tmp_path / "part-1.parquet")
-    with pytest.raises(TraceTableError) as local:
-        list(score_batches(tmp_path))
-    capfd.readouterr()
-    with pytest.raises(TraceTableError) as on_ray:
-        scored([str(tmp_path)])
-    assert str(on_ray.value) == str(local.value)
-    assert str(on_ray.value).startswith(f"{tmp_path / 'part-1.parquet'}: row 66000, column")
-    assert "\n" not in str(on_ray.value)
-    assert capfd.readouterr().err == ""
+    error = same_error_on_both(tmp_path, capfd)
+    assert error.startswith(f"{tmp_path / 'part-1.parquet'}: row 66000, column")
+    assert "\n" not in error
 
 
 def test_relative_paths_are_read_from_where_they_were_given(
@@ -242,18 +248,11 @@ def test_one_span_in_two_files_is_named_by_both_as_locally(
     table, _ = synthetic_table(6, 1)
     pq.write_table(table, tmp_path / "a.parquet")
     pq.write_table(table.slice(5, 1), tmp_path / "b.parquet")
-    with pytest.raises(TraceTableError) as local:
-        list(score_batches(tmp_path))
-    capfd.readouterr()
-    with pytest.raises(TraceTableError) as on_ray:
-        scored([str(tmp_path)])
-    assert str(on_ray.value) == str(local.value)
     key = f"{table['trace_id'][5]}/{table['span_id'][5]}"
-    assert str(local.value) == (
+    assert same_error_on_both(tmp_path, capfd) == (
         f"{tmp_path / 'a.parquet'}: row 5 and {tmp_path / 'b.parquet'}: row 0 have the same "
         f"trace_id/span_id {key!r}"
     )
-    assert capfd.readouterr().err == ""
 
 
 def test_the_command_line_shows_one_line_and_none_of_ray_s(
