@@ -22,7 +22,7 @@ import math
 import os
 import socket
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plangate.evaluators._registry import EvaluatorError, evaluate
 from plangate.evaluators._rubric import RubricSet
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 NEEDS_RAY = "--engine ray needs Ray: pip install 'plangate[ray]'"
 BUCKET = "__plangate_bucket"
 """The column that groups sessions for one `evaluate` call (dropped before the call)."""
+SPANS = "__plangate_spans"
+"""The column of the score tables on their way back that counts the spans scored."""
 FILE = "item"
 """The column of the dataset the reads start from: a file's index in the source."""
 CONNECT_TIMEOUT_S = 5.0
@@ -70,6 +73,7 @@ def ray_score_batches(
     params: dict[str, dict[str, Any]] | None,
     batch_rows: int,
     address: str | None,
+    progress: Callable[[int], None] | None = None,
 ) -> Iterator[pa.Table]:
     """Score Parquet trace tables on Ray; the tables' union equals `evaluate` on all of them.
 
@@ -88,6 +92,7 @@ def ray_score_batches(
             Client); None starts a local Ray on this machine's CPUs, without its dashboard and
             usage statistics. A Ray already initialized in this process is used as it is.
             Whatever this call starts or connects, it shuts down when the iteration ends.
+        progress: Called with the spans of each bucket scored, as its scores arrive.
 
     Returns:
         Score tables in `SCORE_SCHEMA`, as the buckets are done (a table may hold several
@@ -115,7 +120,18 @@ def ray_score_batches(
         )
     else:
         source = [os.path.abspath(p) for p in paths]
-    return _stream(ray, source, options, batch_rows, address)
+    return _finished(_stream(ray, source, options, batch_rows, address), progress)
+
+
+def _finished(
+    tables: Iterator[pa.Table], progress: Callable[[int], None] | None
+) -> Iterator[pa.Table]:
+    """The score tables in `SCORE_SCHEMA`, each bucket's spans told to `progress`."""
+    for table in tables:
+        if progress is not None:
+            progress(int(pc.sum(table.column(SPANS)).as_py() or 0))
+        # Ray may loosen the schema on the way back (nullability, metadata): restore it.
+        yield table.select(SCORE_SCHEMA.names).cast(SCORE_SCHEMA)
 
 
 def _import_ray() -> ModuleType:
@@ -217,8 +233,7 @@ def scored_tables(
     for batch in scored.iter_batches(batch_size=None, batch_format="pyarrow"):
         table = cast(pa.Table, batch)  # batch_format="pyarrow": always a table
         if table.num_rows:
-            # Ray may loosen the schema on the way back (nullability, metadata): restore it.
-            yield table.select(SCORE_SCHEMA.names).cast(SCORE_SCHEMA)
+            yield table
 
 
 def all_scored_tables(
@@ -286,11 +301,17 @@ def score_group(
     names: list[str] | None,
     params: dict[str, dict[str, Any]] | None,
 ) -> pa.Table:
-    """What a Ray worker runs then: `evaluate` on one bucket, whole sessions."""
+    """What a Ray worker runs then: `evaluate` on one bucket, whole sessions.
+
+    The scores carry the bucket's spans in `SPANS`, on their first row (the caller's progress).
+    """
     table = group.drop_columns([BUCKET])
-    if table.num_rows == 0:
-        return SCORE_SCHEMA.empty_table()
-    return evaluate(table, rubrics, names, params)
+    scores = (
+        evaluate(table, rubrics, names, params) if table.num_rows else SCORE_SCHEMA.empty_table()
+    )
+    spans = np.zeros(scores.num_rows, dtype=np.int64)
+    spans[:1] = table.num_rows
+    return scores.append_column(SPANS, pa.array(spans))
 
 
 def session_buckets(sessions: pa.ChunkedArray | pa.Array, buckets: int) -> pa.Array:

@@ -321,9 +321,9 @@ def score_batches(
 
         scored = ray_score_batches(
             found, rubrics=rubrics, names=names, params=params,
-            batch_rows=batch_rows, address=address,
+            batch_rows=batch_rows, address=address, progress=progress,
         )  # fmt: skip
-        return _counted_at_end(scored, found.rows, progress)
+        return scored
     if engine != "local":
         raise EvaluatorError(f"engine {engine!r}: expected 'local' or 'ray'")
     if address is not None:
@@ -354,11 +354,3 @@ def _scored(
         if progress is not None:
             progress(batch.num_rows)
         yield scores
-
-
-def _counted_at_end(
-    scored: Iterator[pa.Table], rows: int, progress: Callable[[int], None] | None
-) -> Iterator[pa.Table]:
-    yield from scored
-    if progress is not None:
-        progress(rows)

@@ -35,7 +35,7 @@ from plangate.evaluators import (
     score_batches,
     trace_source,
 )
-from plangate.evaluators._ray import _session, ray_score_batches
+from plangate.evaluators._ray import SPANS, _session, ray_score_batches
 from plangate.replay import TraceTableError, build_table, write_table
 from plangate.replay.schema import table_from_columns
 from tests.bench.bench_evaluators import synthetic_table
@@ -226,6 +226,24 @@ def test_a_bad_row_is_named_by_its_file_and_its_row_there(
     error = same_error_on_both(tmp_path, capfd)
     assert error.startswith(f"{tmp_path / 'part-1.parquet'}: row 66000, column")
     assert "\n" not in error
+
+
+def test_progress_counts_the_buckets_spans_as_their_scores_arrive(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    table, _ = synthetic_table(40, 2)
+    write_table(table, tmp_path / "t.parquet")
+    told: list[int] = []
+    rows: list[str] = []
+    arrived: list[int] = []  # score rows the caller had when each count was told
+    for scores in ray_score_batches(
+        [str(tmp_path)], rubrics=None, names=None, params=None, batch_rows=100,
+        address=None, progress=lambda spans: told.append(spans) or arrived.append(len(rows)),
+    ):  # fmt: skip
+        rows.extend(scores["session_id"].to_pylist())
+        assert SPANS not in scores.column_names
+    assert sum(told) == table.num_rows
+    assert arrived[0] == 0  # told as the scores come, not after the last
 
 
 def test_relative_paths_are_read_from_where_they_were_given(

@@ -346,7 +346,6 @@ def test_the_ray_engine_gets_the_files_and_the_settings(
         (
             [str(tmp_path / f"part-{i}.parquet") for i in range(3)],
             {"rubrics": None, "names": ["latency"], "params": None, "batch_rows": 7,
-             "address": "ray://h:1"},
+             "address": "ray://h:1", "progress": seen.append},
         )
     ]  # fmt: skip
-    assert seen == [traces(8, 1).num_rows]
