@@ -113,14 +113,7 @@ def ray_score_batches(
     if not isinstance(paths, TraceSource) and not paths:
         return iter(())
     options = {"rubrics": rubrics, "names": list(names) if names else None, "params": params}
-    # Absolute here, where the paths were given: a worker on another node has another folder.
-    if isinstance(paths, TraceSource):
-        source: list[str] | TraceSource = replace(
-            paths, files=tuple(os.path.abspath(f) for f in paths.files)
-        )
-    else:
-        source = [os.path.abspath(p) for p in paths]
-    return _finished(_stream(ray, source, options, batch_rows, address), progress)
+    return _finished(_stream(ray, paths, options, batch_rows, address), progress)
 
 
 def _finished(
@@ -145,11 +138,14 @@ def _import_ray() -> ModuleType:
 
 def _stream(
     ray: ModuleType,
-    source: list[str] | TraceSource,
+    paths: Sequence[str] | TraceSource,
     options: dict[str, Any],
     batch_rows: int,
     address: str | None,
 ) -> Iterator[pa.Table]:
+    found = _found(paths)
+    # Absolute here, where the paths were given: a worker on another node has another folder.
+    source = replace(found, files=tuple(os.path.abspath(f) for f in found.files))
     with _quiet(), _session(ray, address), _located(source), _causes(ray):
         if not _through_client(ray):
             yield from scored_tables(source, options, batch_rows)
@@ -187,12 +183,12 @@ def _quiet() -> Iterator[None]:
 
 
 @contextmanager
-def _located(source: list[str] | TraceSource) -> Iterator[None]:
+def _located(source: TraceSource) -> Iterator[None]:
     """Two rows with one span id, found in a bucket, named by their files and rows there."""
     try:
         yield
     except DuplicateSpanError as exc:
-        raise duplicate_located(_found(source), exc) from exc
+        raise duplicate_located(source, exc) from exc
 
 
 @contextmanager
@@ -215,18 +211,17 @@ def _causes(ray: ModuleType) -> Iterator[None]:
 
 
 def scored_tables(
-    source: list[str] | TraceSource, options: dict[str, Any], batch_rows: int
+    source: TraceSource, options: dict[str, Any], batch_rows: int
 ) -> Iterator[pa.Table]:
     """The score tables, from a process that can drive Ray Data (not a Ray Client)."""
     import ray
 
-    found = _found(source)
-    if found.rows == 0:
+    if source.rows == 0:
         return
     cpus = int(ray.cluster_resources().get("CPU", 1))  # type: ignore[no-untyped-call]
-    buckets = max(math.ceil(found.rows / batch_rows), cpus)
+    buckets = max(math.ceil(source.rows / batch_rows), cpus)
     scored = (
-        _read(found, buckets)
+        _read(source, buckets)
         .groupby(BUCKET, num_partitions=buckets)  # used by the hash shuffles only
         .map_groups(partial(score_group, **options), batch_format="pyarrow")
     )
@@ -237,7 +232,7 @@ def scored_tables(
 
 
 def all_scored_tables(
-    source: list[str] | TraceSource, options: dict[str, Any], batch_rows: int
+    source: TraceSource, options: dict[str, Any], batch_rows: int
 ) -> list[pa.Table]:
     """`scored_tables` as a list: what the task on the cluster returns to a Ray Client."""
     return list(scored_tables(source, options, batch_rows))
@@ -248,10 +243,10 @@ def _through_client(ray: ModuleType) -> bool:
     return bool(ray.util.client.ray.is_connected())
 
 
-def _found(source: list[str] | TraceSource) -> TraceSource:
+def _found(source: Sequence[str] | TraceSource) -> TraceSource:
     """The files and what their Hive folders give, checked from their footers (`trace_source`).
 
-    Paths are found where this runs: `plangate eval` finds them before, on its own machine.
+    Found where the paths were given, before Ray starts (`plangate eval` found them already).
 
     Raises:
         TraceTableError: Nothing found, a file that is not Parquet or not a trace table; the
