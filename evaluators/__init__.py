@@ -52,8 +52,7 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.evaluators._source import TraceSource, trace_source, would_read
-from plangate.evaluators._source import chunks as source_chunks
+from plangate.evaluators._source import TraceSource, checked_chunks, trace_source, would_read
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
     Engine,
@@ -79,6 +78,7 @@ __all__ = [
     "ToolExpectation",
     "TraceFrame",
     "TraceSource",
+    "checked_chunks",
     "contiguous_sessions",
     "evaluate",
     "evaluator",
@@ -93,7 +93,6 @@ __all__ = [
     "rubrics_from_dict",
     "score_batches",
     "session_batches",
-    "source_chunks",
     "task_outcomes",
     "trace_source",
     "would_read",

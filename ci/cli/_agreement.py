@@ -32,7 +32,7 @@ from plangate.ci._agreement import (
     pair_up,
 )
 from plangate.ci.cli._printing import short
-from plangate.evaluators import source_chunks, trace_source
+from plangate.evaluators import checked_chunks, trace_source
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, OUTCOME, read_scores
 from plangate.replay.schema import (
     REWARD,
@@ -43,7 +43,6 @@ from plangate.replay.schema import (
     TURN_INDEX,
     read_parquet,
     read_table,
-    validate_table,
 )
 
 LABEL_COLUMNS = (SESSION_ID, TURN_INDEX, "label")
@@ -140,10 +139,8 @@ def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
 
 def _trace_files(path: Path) -> pa.Table:
     """The AGENT rows of a trace table in a folder or a glob, each chunk checked as read."""
-    agents = []
-    for file, offset, chunk in source_chunks(trace_source(path), SCHEMA.names):
-        validate_table(chunk, file, first_row=offset)
-        agents.append(chunk.filter(pc.equal(chunk[SPAN_KIND], "AGENT")))
+    chunks = checked_chunks(trace_source(path))
+    agents = [chunk.filter(pc.equal(chunk[SPAN_KIND], "AGENT")) for chunk in chunks]
     return pa.concat_tables(agents) if agents else SCHEMA.empty_table()
 
 
