@@ -45,7 +45,7 @@ from plangate.evaluators._source import (
 )
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, DuplicateSpanError, empty_table
+from plangate.replay.schema import SESSION_ID, DuplicateSpanError, TraceTableError, empty_table
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -143,9 +143,9 @@ def _stream(
     batch_rows: int,
     address: str | None,
 ) -> Iterator[pa.Table]:
-    found = _found(paths)
-    # Absolute here, where the paths were given: a worker on another node has another folder.
-    source = replace(found, files=tuple(os.path.abspath(f) for f in found.files))
+    source = _found(paths)
+    if source.filesystem is None:  # absolute here, where they were given: a worker on another
+        source = replace(source, files=tuple(os.path.abspath(f) for f in source.files))  # node
     with _quiet(), _session(ray, address), _located(source), _causes(ray):
         if not _through_client(ray):
             yield from scored_tables(source, options, batch_rows)
@@ -255,8 +255,15 @@ def _found(source: Sequence[str] | TraceSource) -> TraceSource:
     if isinstance(source, TraceSource):
         return source
     found = [trace_source(path) for path in source]
+    if len(found) == 1:
+        return found[0]
+    if any(one.filesystem is not None for one in found):
+        raise TraceTableError(
+            f"{', '.join(one.given for one in found)}: several sources, some in object storage; "
+            "name the files with one prefix or one glob"
+        )
     return TraceSource(
-        given=", ".join(source),
+        given=", ".join(one.given for one in found),
         files=tuple(path for one in found for path in one.files),
         rows=sum(one.rows for one in found),
         constants=tuple(given for one in found for given in one.constants),
@@ -274,8 +281,8 @@ def checked_rows(
     faster than many small ones).
     """
     indices = files.column(FILE).to_pylist()
-    mine = TraceSource(
-        given=source.given,
+    mine = replace(
+        source,
         files=tuple(source.files[i] for i in indices),
         rows=0,  # unknown per file; `chunks` does not read it
         constants=tuple(source.constants[i] for i in indices),

@@ -1,9 +1,14 @@
 """Where a trace table larger than memory is read from: its Parquet files, checked, in order.
 
 A source is one Parquet file, a folder of them (Hive partitions too, as in
-`traces/date=2026-11-30/part-0.parquet`) or a glob. `trace_source` finds its files and checks
-each one's footer (Parquet, the trace columns, their types) before any row is read; `chunks`
-reads the rows in the source's order (files sorted by path, then each file's rows).
+`traces/date=2026-11-30/part-0.parquet`) or a glob, on this machine or in object storage
+(`s3://bucket/traces/`, `gs://…`: any URI `pyarrow.fs` reads). `trace_source` finds its files and
+checks each one's footer (Parquet, the trace columns, their types) before any row is read;
+`chunks` reads the rows in the source's order (files sorted by path, then each file's rows).
+
+A file in object storage is named by its URI without the credentials or options a URI may
+carry (`s3://KEY:SECRET@bucket/…?endpoint_override=…` is shown as `s3://bucket/…`), in every
+message and in what is kept of the source.
 """
 
 from __future__ import annotations
@@ -11,15 +16,18 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from plangate.replay.schema import (
@@ -41,6 +49,9 @@ READ_ROWS = 65_536
 """Rows read from a file at a time."""
 GLOB_CHARACTERS = "*?["
 TRACE_COLUMNS = tuple(SCHEMA.names)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_FOOTERS_AT_ONCE = 16
+"""Footers read at once from object storage (each is a request or two: they wait, not work)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,18 +59,22 @@ class TraceSource:
     """The Parquet files that hold a trace table, each checked to hold the trace columns."""
 
     given: str
-    """What was named: a file, a folder or a glob."""
+    """What was named: a file, a folder or a glob (a URI without its credentials)."""
     files: tuple[str, ...]
-    """The files, sorted by path: the source's order."""
+    """The files, sorted by path: the source's order (in object storage, their URIs)."""
     rows: int
     """Spans in all the files (read from their footers)."""
     constants: tuple[dict[str, Any], ...]
     """Per file, the trace columns its Hive partition folders give (`variant=alyx/`), typed."""
+    single_file: bool = False
+    """Whether the source was named as one file (not a folder or a glob)."""
+    filesystem: pafs.FileSystem | None = None
+    """Where the files are when not on this machine (object storage); it travels with the
+    source to Ray's workers, each of which reads its files from there."""
 
-    @property
-    def single_file(self) -> bool:
-        """Whether the source was named as one file (not a folder or a glob)."""
-        return Path(self.given).is_file()
+    def opened(self, path: str) -> str:
+        """A file's path as `filesystem` knows it (a URI without its scheme)."""
+        return path if self.filesystem is None else path.partition("://")[2]
 
 
 def trace_source(source: str | Path | TraceSource) -> TraceSource:
@@ -75,25 +90,34 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
     if isinstance(source, TraceSource):
         return source
     given = str(source)
-    files, base = _find_files(given)
-    footers = [_footer(path) for path in files]
+    filesystem: pafs.FileSystem | None = None
+    if _URI.match(given):
+        filesystem, given, files, base, single = _find_objects(given)
+    else:
+        (files, base), single = _find_files(given), Path(given).is_file()
+    found = TraceSource(
+        given=given, files=tuple(files), rows=0, constants=(), single_file=single,
+        filesystem=filesystem,
+    )  # fmt: skip
+    footers = _footers(found)
     dataset = ds.dataset(
-        files, format="parquet", partitioning="hive" if base else None, partition_base_dir=base
-    )
+        [found.opened(path) for path in found.files], format="parquet", filesystem=filesystem,
+        partitioning="hive" if base else None, partition_base_dir=base,
+    )  # fmt: skip
     keys = [ds.get_partition_keys(f.partition_expression) for f in dataset.get_fragments()]
     constants = tuple(
         _checked_columns(path, schema, key)
-        for path, (schema, _), key in zip(files, footers, keys, strict=True)
+        for path, (schema, _), key in zip(found.files, footers, keys, strict=True)
     )
     rows = sum(count for _, count in footers)
-    return TraceSource(given=given, files=tuple(files), rows=rows, constants=constants)
+    return replace(found, rows=rows, constants=constants)
 
 
 def _find_files(given: str) -> tuple[list[str], str | None]:
     """The Parquet files named, sorted, and the folder their Hive partitions start from."""
     path = Path(given)
     if path.is_file():
-        return [given], None
+        return [given.rstrip("/")], None  # `t.parquet/` names the file (Path drops the slash)
     if path.is_dir():
         found = sorted(_in_folder(path))
         if not found:
@@ -119,6 +143,86 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
     return sorted(matched), base
 
 
+def _find_objects(given: str) -> tuple[pafs.FileSystem, str, list[str], str | None, bool]:
+    """What a URI names in object storage, and where its Hive partition folders start.
+
+    Returns its filesystem, the URI as shown, the Parquet files' URIs sorted, the folder the
+    Hive partitions start from, and whether it named one file.
+
+    A folder is every object below a prefix; a glob's wildcards are matched path segment by
+    segment against the objects below its fixed part (the bucket cannot hold a wildcard), as
+    `glob` matches files on disk (a glob ending in `/` matches folders only). A `?` begins
+    the URI's options (`?endpoint_override=…`), as in any URI: it is no wildcard here.
+    """
+    scheme, _, rest = given.partition("://")
+    rest, _, options = rest.partition("?")
+    bucket, _, path = rest.partition("/")
+    shown = f"{scheme}://{bucket.rpartition('@')[2]}/{path}".rstrip("/")
+    parts = [part for part in path.split("/") if part]
+    wild = next((i for i, p in enumerate(parts) if any(c in p for c in GLOB_CHARACTERS)), None)
+    fixed = "/".join(parts[:wild])
+    try:
+        filesystem, root = pafs.FileSystem.from_uri(
+            f"{scheme}://{bucket}/{fixed}{'?' * bool(options)}{options}"
+        )
+        info = filesystem.get_file_info(root)
+        if wild is None and info.type == pafs.FileType.File:
+            return filesystem, shown, [f"{scheme}://{root}"], None, True
+        below = _objects_below(filesystem, root) if info.type == pafs.FileType.Directory else []
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        detail = _reason(exc)
+        for secret in (bucket.rpartition("@")[0], options):  # credentials never leave
+            detail = detail.replace(secret, "…") if secret else detail
+        raise TraceTableError(f"{shown}: cannot read this object storage URI ({detail})") from exc
+    pattern = parts[wild:] if wild is not None else None
+    folders_only = path.endswith("/")
+    files = [
+        f"{scheme}://{root}/{relative}"
+        for relative in below
+        if _matched(PurePosixPath(relative).parts, pattern, folders_only)
+    ]
+    if not files:
+        raise TraceTableError(
+            f"{shown}: "
+            + ("matches no object" if pattern else "no such object, and no prefix of objects")
+            + " with .parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
+        )
+    return filesystem, shown, sorted(files), root, False
+
+
+def _objects_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
+    """The paths below `root` (relative to it) of every object not hidden (`.x`, `_x`)."""
+    found = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+    relative = (
+        str(PurePosixPath(f.path).relative_to(root)) for f in found if f.type == pafs.FileType.File
+    )
+    return [path for path in relative if not _hidden(Path(path))]
+
+
+def _matched(parts: Sequence[str], pattern: Sequence[str] | None, folders_only: bool) -> bool:
+    """Whether an object below a prefix is read (its path's `parts` below the prefix).
+
+    With a glob's wildcard part (`pattern`): one that matches it (unless `folders_only`), or a
+    .parquet object in a folder that does. Without: any .parquet object.
+    """
+    if pattern is not None and not folders_only and _file_matches(parts, pattern):
+        return True
+    return parts[-1].endswith(".parquet") and (
+        pattern is None or any(_matches(parts[:depth], pattern) for depth in range(len(parts)))
+    )
+
+
+def _file_matches(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether a file's path matches a glob, as `glob` matches it.
+
+    Its name by the last segment (the segments before it match folders only), or within a last
+    `**`.
+    """
+    if pattern[-1] == "**":
+        return any(_matches(parts[:depth], pattern[:-1]) for depth in range(len(parts)))
+    return _matches(parts, pattern)
+
+
 def _in_folder(folder: Path) -> list[str]:
     """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out."""
     return [
@@ -135,8 +239,10 @@ def _hidden(relative: Path) -> bool:
 def would_read(given: str, path: str) -> bool:
     """Whether what is written at `path` (a file, or a folder's files) is read with `given`.
 
-    Then a second run would score an output as traces.
+    Then a second run would score an output as traces. (Object storage is never written.)
     """
+    if _URI.match(given):
+        return given.startswith("file://") and would_read(given[7:].partition("?")[0], path)
     target = Path(os.path.abspath(path))
     if Path(given).is_file():
         return target == Path(os.path.abspath(given))
@@ -177,14 +283,21 @@ def _glob_base(pattern: str) -> str | None:
     return str(Path(*parts[:fixed])) if fixed else None
 
 
-def _footer(path: str) -> tuple[pa.Schema, int]:
+def _footers(source: TraceSource) -> list[tuple[pa.Schema, int]]:
+    """Each file's schema and rows, from its footer (from object storage, several at once)."""
+    if source.filesystem is None:
+        return [_footer(source, path) for path in source.files]
+    with ThreadPoolExecutor(_FOOTERS_AT_ONCE) as pool:
+        return list(pool.map(lambda path: _footer(source, path), source.files))
+
+
+def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
     try:
-        metadata = pq.read_metadata(path)
+        metadata = pq.read_metadata(source.opened(path), filesystem=source.filesystem)
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TraceTableError(
-            f"{path}: not a readable Parquet file ({detail}); expected a trace table"
+            f"{path}: not a readable Parquet file ({_reason(exc)}); expected a trace table"
         ) from exc
     version = (schema.metadata or {}).get(b"plangate.version")
     if version is not None and version.isdigit() and int(version) > SCHEMA_VERSION:
@@ -193,6 +306,12 @@ def _footer(path: str) -> tuple[pa.Schema, int]:
             f"understands ({SCHEMA_VERSION}); upgrade plangate"
         )
     return schema, metadata.num_rows
+
+
+def _reason(exc: Exception) -> str:
+    """An exception's first line (its type when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
@@ -225,22 +344,34 @@ def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, i
     schema = pa.schema([SCHEMA.field(name) for name in columns], metadata=SCHEMA.metadata)
     for path, constants in zip(source.files, source.constants, strict=True):
         offset = 0
-        with pq.ParquetFile(path) as reader:
-            has = set(reader.schema_arrow.names)
-            stored = [name for name in columns if name not in constants and name in has]
-            older = [name for name in columns if name not in constants and name not in has]
-            if older and ATTRIBUTES not in stored:  # schema version 1: read from attributes
-                stored.append(ATTRIBUTES)
-            for batch in reader.iter_batches(batch_size=READ_ROWS, columns=stored):
-                found = dict(zip(stored, batch.columns, strict=True))
-                if older:
-                    found.update(attribute_columns(found[ATTRIBUTES]))
-                arrays = [
-                    pa.repeat(constants[name], batch.num_rows) if name in constants else found[name]
-                    for name in columns
-                ]
+        try:  # a damaged page, a file gone, a connection lost: the file and the row say where
+            for arrays in _file_columns(source, path, constants, columns):
                 yield path, offset, pa.Table.from_arrays(arrays, schema=schema)
-                offset += batch.num_rows
+                offset += len(arrays[0]) if arrays else 0
+        except (pa.ArrowException, OSError) as exc:
+            raise TraceTableError(
+                f"{path}: cannot be read from row {offset} on ({_reason(exc)})"
+            ) from exc
+
+
+def _file_columns(
+    source: TraceSource, path: str, constants: dict[str, Any], columns: Sequence[str]
+) -> Iterator[list[pa.Array]]:
+    """One file's `columns`, `READ_ROWS` rows at a time."""
+    with pq.ParquetFile(source.opened(path), filesystem=source.filesystem) as reader:
+        has = set(reader.schema_arrow.names)
+        stored = [name for name in columns if name not in constants and name in has]
+        older = [name for name in columns if name not in constants and name not in has]
+        if older and ATTRIBUTES not in stored:  # schema version 1: read from attributes
+            stored.append(ATTRIBUTES)
+        for batch in reader.iter_batches(batch_size=READ_ROWS, columns=stored):
+            found = dict(zip(stored, batch.columns, strict=True))
+            if older:
+                found.update(attribute_columns(found[ATTRIBUTES]))
+            yield [
+                pa.repeat(constants[name], batch.num_rows) if name in constants else found[name]
+                for name in columns
+            ]
 
 
 def duplicate_located(source: TraceSource, error: DuplicateSpanError) -> TraceTableError:

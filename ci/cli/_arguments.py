@@ -148,7 +148,8 @@ def _eval(commands: Commands) -> None:
         "table",
         metavar="SOURCE",
         help="the trace table: a .parquet file, a folder of them (Hive partitions too) or a "
-        "quoted glob such as 'traces/*/*.parquet'",
+        "quoted glob such as 'traces/*/*.parquet', on disk or in object storage "
+        "('s3://bucket/traces/', 'gs://…')",
     )
     scoring.add_argument(
         "--rubric", metavar="FILE", help="rubric file (JSON or TOML) or golden dataset folder"
@@ -157,8 +158,8 @@ def _eval(commands: Commands) -> None:
         "-o",
         "--output",
         metavar="SCORES",
-        help="also write the score table here: one .parquet file for a file, a folder of parts "
-        "(one per batch) for a folder or a glob",
+        help="also write the score table here, on disk: one .parquet file for a file, a folder "
+        "of parts (one per batch) for a folder or a glob",
     )
     force(scoring, "score table")
     evaluator_choice(scoring)

@@ -67,16 +67,17 @@ def score_table(args: argparse.Namespace) -> int:
     sessions (`--batch-rows`), in bounded memory whatever its size. With `-o`, a file gives one
     score file; a folder or a glob gives a folder of parts, one per batch.
     """
-    parted = not Path(args.table).is_file()
     if args.output:
         _outside_source(args.table, args.output)
+    source = trace_source(args.table)
+    parted = not source.single_file
+    if args.output:
         check_output(
             args.output,
             force=args.force,
             what="a score table",
             marker=FIRST_PART if parted else None,
         )
-    source = trace_source(args.table)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
     params = _with_judge(args, _params(args.param))
     builder = SummaryBuilder()
@@ -95,7 +96,7 @@ def score_table(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print_summary(summary, args.table)
+        print_summary(summary, source.given)
         print(
             f"{source.rows:,} spans scored in {seconds:,.1f} s ({source.rows / seconds:,.0f} "
             f"spans/s){f'; scores in {args.output}' if args.output else ''}"

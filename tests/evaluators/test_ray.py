@@ -39,6 +39,7 @@ from plangate.evaluators._ray import SPANS, _session, ray_score_batches
 from plangate.replay import TraceTableError, build_table, write_table
 from plangate.replay.schema import table_from_columns
 from tests.bench.bench_evaluators import synthetic_table
+from tests.object_store import object_store
 from tests.replay.test_attribute_fields import as_version_1
 from tests.replay.test_attribute_fields import rows as attribute_rows
 
@@ -184,6 +185,15 @@ def test_hive_partition_folders_give_their_columns_as_locally(local_ray: Any, hi
 
 def test_hive_partition_folders_through_score_batches(local_ray: Any, hive: Path) -> None:
     actual = pa.concat_tables(score_batches(hive, engine="ray")).sort_by(ORDER).to_pylist()
+    assert actual == locally(hive)
+
+
+def test_a_bucket_is_read_by_the_workers_as_locally(local_ray: Any, hive: Path) -> None:
+    """The workers, started before the bucket's variables were set, read it all the same: the
+    source's filesystem travels to them, with the credentials the URI gave."""
+    with object_store() as store:
+        uri = store.upload(hive, "traces").replace("s3://", "s3://test:test@")
+        actual = pa.concat_tables(score_batches(uri, engine="ray")).sort_by(ORDER).to_pylist()
     assert actual == locally(hive)
 
 

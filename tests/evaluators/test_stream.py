@@ -236,6 +236,14 @@ def test_hive_partitions_and_globs(tmp_path: Path) -> None:
         assert batch.equals(expected)
 
 
+def test_a_file_named_with_a_slash_after_it_is_that_file(tmp_path: Path) -> None:
+    """`t.parquet/` (a shell's completion, say) names the file: read, not an internal error."""
+    pq.write_table(traces(4, 1), tmp_path / "t.parquet")
+    found = trace_source(f"{tmp_path}/t.parquet/")
+    assert (found.files, found.single_file) == ((f"{tmp_path}/t.parquet",), True)
+    assert sum(t.num_rows for t in session_batches(found)) == found.rows > 0
+
+
 # -- what is refused -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,230 @@
+"""Trace tables in object storage (`s3://…`): found, read and scored as the same files on disk.
+
+The bucket is served by a local S3 server (`tests/object_store.py`) and read by pyarrow's own
+S3 client, as a team's bucket would be.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plangate.evaluators import _source, score_batches, session_batches, trace_source, would_read
+from plangate.replay import SCHEMA, TraceTableError
+from tests.evaluators.test_stream import sorted_scores, traces
+from tests.object_store import ObjectStore, object_store, plangate_with
+
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY"
+"""A secret access key as a URI may carry it: it must never be shown."""
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[ObjectStore]:
+    with object_store() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def lake(store: ObjectStore, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pa.Table]:
+    """Two days of Hive partitions on disk and the same tree in the bucket under `hive/`.
+
+    `variant` comes from the folders; `_SUCCESS` and `_temporary/` are hidden, as Spark
+    writes them; the whole table is one more object, `one.parquet`, beside the prefix.
+    """
+    table = traces(40, 2)
+    variant = SCHEMA.get_field_index("variant")
+    root = tmp_path_factory.mktemp("lake") / "hive"
+    halves = [table.slice(0, 200), table.slice(200)]
+    for day, half in zip(("2026-11-30", "2026-12-01"), halves, strict=True):
+        folder = root / f"date={day}" / "variant=alyx"
+        folder.mkdir(parents=True)
+        pq.write_table(half.remove_column(variant), folder / "part-0.parquet")
+    (root / "_SUCCESS").write_text("")
+    (root / "_temporary").mkdir()
+    pq.write_table(pa.table({"a": [1]}), root / "_temporary" / "part-0.parquet")
+    store.upload(root, "hive")
+    pq.write_table(table, "lake/one.parquet", filesystem=store.filesystem)
+    return root, table.set_column(variant, "variant", pa.array(["alyx"] * table.num_rows))
+
+
+@pytest.mark.parametrize(
+    ("uri", "on_disk"),
+    [
+        ("s3://lake/hive", ""),
+        ("s3://lake/hive/", ""),
+        ("s3://lake/hive/date=*/", "date=*/"),
+        ("s3://lake/hive/date=2026-1[12]-*/*/*.parquet", "date=2026-1[12]-*/*/*.parquet"),
+        ("s3://lake/hive/**/part-0.parquet", "**/part-0.parquet"),
+    ],
+)
+def test_a_prefix_or_a_glob_reads_what_the_same_tree_on_disk_gives(
+    lake: tuple[Path, pa.Table], uri: str, on_disk: str
+) -> None:
+    root, expected = lake
+    local = f"{root}/{on_disk}" if on_disk else root
+    found, there = trace_source(uri), trace_source(local)
+    assert (len(found.files), found.rows, found.single_file) == (2, expected.num_rows, False)
+    assert [f.removeprefix("s3://lake/hive/") for f in found.files] == [
+        str(Path(f).relative_to(root)) for f in there.files
+    ]
+    assert found.constants == there.constants  # `variant` from the folders, typed
+    (batch,) = session_batches(uri)
+    assert batch.equals(expected)
+    assert sorted_scores(pa.concat_tables(score_batches(uri))).equals(
+        sorted_scores(pa.concat_tables(score_batches(local)))
+    )
+
+
+def test_one_object_is_one_file(lake: tuple[Path, pa.Table]) -> None:
+    table = traces(40, 2)
+    found = trace_source("s3://lake/one.parquet")
+    assert (found.files, found.rows) == (("s3://lake/one.parquet",), table.num_rows)
+    assert found.single_file
+    assert found.constants == ({},)  # a file named alone has no partition folders
+    (batch,) = session_batches(found)
+    assert batch.equals(table)
+
+
+def test_credentials_in_a_uri_are_used_and_never_shown(lake: tuple[Path, pa.Table]) -> None:
+    found = trace_source(f"s3://test:{SECRET}@lake/hive/?region=us-east-1")
+    assert found.given == "s3://lake/hive"
+    assert all(f.startswith("s3://lake/hive/date=") for f in found.files)
+    for bad in (
+        f"s3://test:{SECRET}@lake/nothing/",
+        f"s3://test:{SECRET}@lake/hive/?bogus={SECRET}",
+        f"s3://test:{SECRET}@la[ke/hive/",
+    ):
+        with pytest.raises(TraceTableError) as caught:
+            trace_source(bad)
+        assert SECRET not in str(caught.value)
+        assert str(caught.value).startswith(("s3://lake/", "s3://la[ke/"))
+
+
+def test_what_is_refused_names_the_uri_and_says_what_was_expected(
+    store: ObjectStore, lake: tuple[Path, pa.Table]
+) -> None:
+    with store.filesystem.open_output_stream("lake/text/notes.parquet") as out:
+        out.write(b"not parquet")
+    cases = {
+        "s3://lake/missing": "no such object, and no prefix of objects with .parquet files",
+        "s3://lake/hive/date=1999-*/": "matches no object with .parquet files",
+        "s3://lake/hive/_temporary/": "part-0.parquet: not a trace table",  # named: read
+        "s3://lake/text": "s3://lake/text/notes.parquet: not a readable Parquet file",
+        "s3://la[ke/x": "cannot read this object storage URI",
+    }
+    for uri, message in cases.items():
+        with pytest.raises(TraceTableError, match=message.replace("[", r"\[")) as caught:
+            trace_source(uri)
+        assert str(caught.value).startswith(uri.rstrip("/"))
+
+
+def test_a_store_that_cannot_be_reached_is_one_line_naming_the_uri() -> None:
+    with socket.socket() as closed:  # a port where nothing listens
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    options = f"endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1"
+    with pytest.raises(TraceTableError) as caught:
+        trace_source(f"s3://test:{SECRET}@lake/hive/?{options}")
+    message = str(caught.value)
+    assert message.startswith("s3://lake/hive: cannot read this object storage URI (")
+    assert "Could not connect" in message
+    assert SECRET not in message
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_a_damaged_file_is_named_with_the_row_reading_stopped_at(
+    store: ObjectStore, tmp_path: Path, where: str
+) -> None:
+    """A file whose footer reads but whose pages do not: one line, not an internal error."""
+    table = traces(400, 3)
+    pq.write_table(table, tmp_path / "part-0.parquet", row_group_size=1000)
+    data = bytearray((tmp_path / "part-0.parquet").read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4000] = b"A" * 4000  # pages past the first read
+    (tmp_path / "part-0.parquet").write_bytes(bytes(data))
+    source = str(tmp_path) if where == "disk" else store.upload(tmp_path, "damaged")
+    with pytest.raises(TraceTableError, match=r"part-0\.parquet: cannot be read from row \d+ on"):
+        list(score_batches(source, batch_rows=1000))
+
+
+def test_the_command_reads_a_bucket_and_shows_no_credentials(
+    store: ObjectStore, lake: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    root, _ = lake
+    uri = f"s3://test:{SECRET}@lake/hive/"
+    remote = plangate_with(store.endpoint, "eval", uri, "-o", str(tmp_path / "scores"))
+    assert remote.returncode == 0, remote.stderr
+    assert "scores of s3://lake/hive" in remote.stdout
+    assert SECRET not in remote.stdout + remote.stderr
+    written = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "scores").iterdir()))
+    assert sorted_scores(written).equals(sorted_scores(pa.concat_tables(score_batches(root))))
+    summaries = [
+        json.loads(plangate_with(store.endpoint, "eval", source, "--json").stdout)
+        for source in (uri, str(root))
+    ]
+    assert summaries[0] == summaries[1]
+    missing = plangate_with(store.endpoint, "eval", f"s3://test:{SECRET}@lake/missing/")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        "plangate: error: s3://lake/missing: no such object, and no prefix of objects with "
+        ".parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
+    ]
+
+
+def test_scores_are_never_read_back_from_object_storage(tmp_path: Path) -> None:
+    """Scores are written on disk only: a bucket cannot read them; a `file://` folder can."""
+    assert not would_read("s3://lake/hive/", str(tmp_path / "scores"))
+    (tmp_path / "traces").mkdir()
+    assert would_read(f"file://{tmp_path}/traces", str(tmp_path / "traces" / "scores"))
+    assert not would_read(f"file://{tmp_path}/traces", str(tmp_path / "scores"))
+
+
+# -- the finder of object storage is the finder of files on disk ----------------------------------
+
+SEGMENTS = ["a", "b", "date=1", "date=2", "_t", ".h"]
+FILES = ["x.parquet", "y.parquet", "z.txt", "_s.parquet"]
+PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x]*"]
+"""Glob segments (not `?`: in a URI it begins the options, as URIs have it)."""
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.lists(st.sampled_from(SEGMENTS), max_size=3), st.sampled_from(FILES)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4]), min_size=0, max_size=3),
+    st.booleans(),
+)
+def test_a_uri_finds_the_files_a_path_finds(
+    tree: list[tuple[list[str], str]], pattern: list[str], slash: bool
+) -> None:
+    """Through `file://`, the object storage finder lists and matches what the disk's finds."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "root"
+        for segments, name in tree:
+            (root.joinpath(*segments)).mkdir(parents=True, exist_ok=True)
+            (root.joinpath(*segments) / name).write_bytes(b"")
+        given = "/".join([str(root), *pattern]) + ("/" if slash and pattern else "")
+        on_disk = _found(lambda: _source._find_files(given))
+        through_uri = _found(lambda: _source._find_objects(f"file://{given}")[2:4])
+        assert through_uri == on_disk, given
+
+
+def _found(find: object) -> tuple[list[str], str | None] | str:
+    """What a finder gives: the files and the Hive base as paths, or that it found nothing."""
+    try:
+        files, base = find()  # type: ignore[operator]
+    except TraceTableError:
+        return "nothing"
+    paths = [f.removeprefix("file://") for f in files]
+    return paths, str(Path(base)) if base else None
