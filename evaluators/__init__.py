@@ -52,7 +52,13 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.evaluators._source import TraceSource, checked_chunks, trace_source, would_read
+from plangate.evaluators._source import (
+    TraceSource,
+    checked_chunks,
+    object_uri,
+    trace_source,
+    would_read,
+)
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
     Engine,
@@ -84,6 +90,7 @@ __all__ = [
     "evaluator",
     "evaluators",
     "load_rubrics",
+    "object_uri",
     "outcome_repeats",
     "pass_at_k",
     "pass_hat_k",

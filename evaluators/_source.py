@@ -91,7 +91,7 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         return source
     given = str(source)
     filesystem: pafs.FileSystem | None = None
-    if _URI.match(given):
+    if object_uri(given):
         filesystem, given, files, base, single = _find_objects(given)
     else:
         (files, base), single = _find_files(given), Path(given).is_file()
@@ -143,6 +143,15 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
     return sorted(matched), base
 
 
+def object_uri(given: str) -> str | None:
+    """A source in object storage as it is shown (no credentials, no options); None: on disk."""
+    if not _URI.match(given):
+        return None
+    scheme, _, rest = given.partition("://")
+    bucket, _, path = rest.partition("?")[0].partition("/")
+    return f"{scheme}://{bucket.rpartition('@')[2]}/{path}".rstrip("/")
+
+
 def _find_objects(given: str) -> tuple[pafs.FileSystem, str, list[str], str | None, bool]:
     """What a URI names in object storage, and where its Hive partition folders start.
 
@@ -157,7 +166,7 @@ def _find_objects(given: str) -> tuple[pafs.FileSystem, str, list[str], str | No
     scheme, _, rest = given.partition("://")
     rest, _, options = rest.partition("?")
     bucket, _, path = rest.partition("/")
-    shown = f"{scheme}://{bucket.rpartition('@')[2]}/{path}".rstrip("/")
+    shown = str(object_uri(given))
     parts = [part for part in path.split("/") if part]
     wild = next((i for i, p in enumerate(parts) if any(c in p for c in GLOB_CHARACTERS)), None)
     fixed = "/".join(parts[:wild])
@@ -241,7 +250,7 @@ def would_read(given: str, path: str) -> bool:
 
     Then a second run would score an output as traces. (Object storage is never written.)
     """
-    if _URI.match(given):
+    if object_uri(given):
         return given.startswith("file://") and would_read(given[7:].partition("?")[0], path)
     target = Path(os.path.abspath(path))
     if Path(given).is_file():

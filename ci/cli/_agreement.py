@@ -32,7 +32,7 @@ from plangate.ci._agreement import (
     pair_up,
 )
 from plangate.ci.cli._printing import short
-from plangate.evaluators import checked_chunks, trace_source
+from plangate.evaluators import checked_chunks, object_uri, trace_source
 from plangate.evaluators.scores import EVALUATOR, EXPLANATION, OUTCOME, read_scores
 from plangate.replay.schema import (
     REWARD,
@@ -58,19 +58,20 @@ TRACE_REWARDS = "the source's own judgement (the reward of the trace table's AGE
 def agreement(args: argparse.Namespace) -> int:
     """`plangate agreement SCORES LABELS [--evaluator NAME] [--json]`."""
     scores = read_scores(args.scores)
-    kind, labels, trial_known = read_labels(Path(args.labels))
+    kind, labels, trial_known = read_labels(args.labels)
+    named = object_uri(args.labels) or args.labels  # a URI's credentials are never shown
     use_trial = trial_known and TRIAL in scores.column_names
     if trial_known and not use_trial:
-        labels = _without_trials(labels, args.labels)
+        labels = _without_trials(labels, named)
     pairing = pair_up(_verdicts(scores, args.evaluator, args.scores, use_trial), labels)
     if not pairing.pairs:
         raise AgreementError(
             f"no turn of {args.scores} is both judged by {args.evaluator} and labelled in "
-            f"{args.labels} ({pairing.not_judged} not judged, {pairing.unlabelled} without a "
+            f"{named} ({pairing.not_judged} not judged, {pairing.unlabelled} without a "
             f"label, {pairing.unscored} labels without a score); check that both name the "
             "same sessions and turns"
         )
-    report = _report(args, kind, pairing)
+    report = _report(args, named, kind, pairing)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -115,15 +116,21 @@ def _verdicts(scores: pa.Table, evaluator: str, path: str, use_trial: bool) -> I
 # -- the labels ---------------------------------------------------------------------------------
 
 
-def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
-    """The labels at `path`: their kind, the label of each turn, and whether they have trials.
+def read_labels(given: str | Path) -> tuple[str, dict[Key, bool], bool]:
+    """The labels at `given`: their kind, the label of each turn, and whether they have trials.
+
+    A trace table may be in object storage (`s3://…`), as `eval` reads one; a label file is
+    read from disk.
 
     Raises:
         AgreementError: The file is missing or unreadable, lacks a column, or holds a label
             that is not pass/fail, true/false or 1/0 (the message names the row and value).
     """
-    if not path.is_file() and (path.is_dir() or any(c in str(path) for c in "*?[")):
-        return TRACE_REWARDS, _rewards(_trace_files(path)), True  # a trace table in many files
+    path = Path(given)
+    if object_uri(str(given)) or (
+        not path.is_file() and (path.is_dir() or any(c in str(path) for c in "*?["))
+    ):
+        return TRACE_REWARDS, _rewards(_trace_files(str(given))), True  # in many files
     if not path.is_file():
         raise AgreementError(
             f"{path}: no such file; expected LABELS: a label file (.csv or .parquet with "
@@ -137,8 +144,8 @@ def read_labels(path: Path) -> tuple[str, dict[Key, bool], bool]:
     return LABEL_FILE, *_from_rows(path, _parquet_rows(path, table), first=1, unit="row")
 
 
-def _trace_files(path: Path) -> pa.Table:
-    """The AGENT rows of a trace table in a folder or a glob, each chunk checked as read."""
+def _trace_files(path: str) -> pa.Table:
+    """The AGENT rows of a trace table in a folder, a glob or a bucket, each chunk checked."""
     chunks = checked_chunks(trace_source(path))
     agents = [chunk.filter(pc.equal(chunk[SPAN_KIND], "AGENT")) for chunk in chunks]
     return pa.concat_tables(agents) if agents else SCHEMA.empty_table()
@@ -231,7 +238,7 @@ def _trial(value: Any, where: str) -> int | None:
 # -- the report ---------------------------------------------------------------------------------
 
 
-def _report(args: argparse.Namespace, kind: str, pairing: Pairing) -> dict[str, Any]:
+def _report(args: argparse.Namespace, labels: str, kind: str, pairing: Pairing) -> dict[str, Any]:
     evaluator = [p.evaluator_passed for p in pairing.pairs]
     label = [p.label_passed for p in pairing.pairs]
     counts = confusion(evaluator, label)
@@ -240,7 +247,7 @@ def _report(args: argparse.Namespace, kind: str, pairing: Pairing) -> dict[str, 
     disagreements = pairing.disagreements
     return {
         "scores": args.scores,
-        "labels": args.labels,
+        "labels": labels,
         "labels_kind": kind,
         "evaluator": args.evaluator,
         "pairs": counts.n,

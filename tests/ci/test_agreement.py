@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from plangate.ci._agreement import cohen_kappa, kappa_interval
 from plangate.ci.cli import main
 from tests.ci.bad_inputs import FILE_KINDS, GOOD, assert_one_line_naming, make_good_files
+from tests.object_store import object_store
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,14 @@ def test_the_source_reward_agrees_with_task_completion(
         code, out, err = agreement(capsys, str(scores), str(labels), "--json")
         assert (code, err) == (0, "")
         assert json.loads(out) | {"labels": "-"} == report | {"labels": "-"}
+
+    # And in a bucket, named with credentials that are never shown.
+    with object_store() as store:
+        uri = store.upload(folder, "tau").replace("s3://", "s3://test:hunter2-secret@")
+        code, out, err = agreement(capsys, str(scores), uri, "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == report | {"labels": "s3://lake/tau"}
+    assert "hunter2" not in out
 
 
 def test_noisy_labels_give_the_hand_computed_kappa_and_the_flipped_turns(
