@@ -25,6 +25,7 @@ from plangate.evaluators import (  # noqa: F401 - importing an evaluator registe
     _trajectory,
 )
 from plangate.evaluators._frame import TraceFrame, prepare
+from plangate.evaluators._object_store import object_uri
 from plangate.evaluators._registry import (
     Evaluator,
     EvaluatorError,
@@ -52,13 +53,7 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.evaluators._source import (
-    TraceSource,
-    checked_chunks,
-    object_uri,
-    trace_source,
-    would_read,
-)
+from plangate.evaluators._source import TraceSource, checked_chunks, trace_source, would_read
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
     Engine,

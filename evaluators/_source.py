@@ -8,19 +8,17 @@ checks each one's footer (Parquet, the trace columns, their types) before any ro
 
 A file in object storage is named by its URI without the credentials or options a URI may
 carry (`s3://KEY:SECRET@bucket/…?endpoint_override=…` is shown as `s3://bucket/…`), in every
-message and in what is kept of the source.
+message and in what is kept of the source (`_object_store` finds such files).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +28,8 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, matches
+from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTES,
@@ -47,9 +47,7 @@ from plangate.replay.schema import (
 
 READ_ROWS = 65_536
 """Rows read from a file at a time."""
-GLOB_CHARACTERS = "*?["
 TRACE_COLUMNS = tuple(SCHEMA.names)
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _FOOTERS_AT_ONCE = 16
 """Footers read at once from object storage (each is a request or two: they wait, not work)."""
 
@@ -91,8 +89,9 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         return source
     given = str(source)
     filesystem: pafs.FileSystem | None = None
-    if object_uri(given):
-        filesystem, given, files, base, single = _find_objects(given)
+    if uri := StoreURI.parse(given):
+        given = uri.shown
+        filesystem, files, base, single = find_objects(uri)
     else:
         (files, base), single = _find_files(given), Path(given).is_file()
     found = TraceSource(
@@ -133,7 +132,7 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
     base = _glob_base(given)
     matched: set[str] = set()
     for match in map(Path, glob.glob(given, recursive=True)):  # a folder matched: its files
-        if not _hidden(match.relative_to(base) if base else match):  # as in a folder
+        if not hidden(match.relative_to(base) if base else match):  # as in a folder
             matched.update([str(match)] if match.is_file() else _in_folder(match))
     if not matched:
         raise TraceTableError(
@@ -143,106 +142,13 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
     return sorted(matched), base
 
 
-def object_uri(given: str) -> str | None:
-    """A source in object storage as it is shown (no credentials, no options); None: on disk."""
-    if not _URI.match(given):
-        return None
-    scheme, _, rest = given.partition("://")
-    bucket, _, path = rest.partition("?")[0].partition("/")
-    return f"{scheme}://{bucket.rpartition('@')[2]}/{path}".rstrip("/")
-
-
-def _find_objects(given: str) -> tuple[pafs.FileSystem, str, list[str], str | None, bool]:
-    """What a URI names in object storage, and where its Hive partition folders start.
-
-    Returns its filesystem, the URI as shown, the Parquet files' URIs sorted, the folder the
-    Hive partitions start from, and whether it named one file.
-
-    A folder is every object below a prefix; a glob's wildcards are matched path segment by
-    segment against the objects below its fixed part (the bucket cannot hold a wildcard), as
-    `glob` matches files on disk (a glob ending in `/` matches folders only). A `?` begins
-    the URI's options (`?endpoint_override=…`), as in any URI: it is no wildcard here.
-    """
-    scheme, _, rest = given.partition("://")
-    rest, _, options = rest.partition("?")
-    bucket, _, path = rest.partition("/")
-    shown = str(object_uri(given))
-    parts = [part for part in path.split("/") if part]
-    wild = next((i for i, p in enumerate(parts) if any(c in p for c in GLOB_CHARACTERS)), None)
-    fixed = "/".join(parts[:wild])
-    try:
-        filesystem, root = pafs.FileSystem.from_uri(
-            f"{scheme}://{bucket}/{fixed}{'?' * bool(options)}{options}"
-        )
-        info = filesystem.get_file_info(root)
-        if wild is None and info.type == pafs.FileType.File:
-            return filesystem, shown, [f"{scheme}://{root}"], None, True
-        below = _objects_below(filesystem, root) if info.type == pafs.FileType.Directory else []
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        detail = _reason(exc)
-        for secret in (bucket.rpartition("@")[0], options):  # credentials never leave
-            detail = detail.replace(secret, "…") if secret else detail
-        raise TraceTableError(f"{shown}: cannot read this object storage URI ({detail})") from exc
-    pattern = parts[wild:] if wild is not None else None
-    folders_only = path.endswith("/")
-    files = [
-        f"{scheme}://{root}/{relative}"
-        for relative in below
-        if _matched(PurePosixPath(relative).parts, pattern, folders_only)
-    ]
-    if not files:
-        raise TraceTableError(
-            f"{shown}: "
-            + ("matches no object" if pattern else "no such object, and no prefix of objects")
-            + " with .parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
-        )
-    return filesystem, shown, sorted(files), root, False
-
-
-def _objects_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The paths below `root` (relative to it) of every object not hidden (`.x`, `_x`)."""
-    found = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
-    relative = (
-        str(PurePosixPath(f.path).relative_to(root)) for f in found if f.type == pafs.FileType.File
-    )
-    return [path for path in relative if not _hidden(Path(path))]
-
-
-def _matched(parts: Sequence[str], pattern: Sequence[str] | None, folders_only: bool) -> bool:
-    """Whether an object below a prefix is read (its path's `parts` below the prefix).
-
-    With a glob's wildcard part (`pattern`): one that matches it (unless `folders_only`), or a
-    .parquet object in a folder that does. Without: any .parquet object.
-    """
-    if pattern is not None and not folders_only and _file_matches(parts, pattern):
-        return True
-    return parts[-1].endswith(".parquet") and (
-        pattern is None or any(_matches(parts[:depth], pattern) for depth in range(len(parts)))
-    )
-
-
-def _file_matches(parts: Sequence[str], pattern: Sequence[str]) -> bool:
-    """Whether a file's path matches a glob, as `glob` matches it.
-
-    Its name by the last segment (the segments before it match folders only), or within a last
-    `**`.
-    """
-    if pattern[-1] == "**":
-        return any(_matches(parts[:depth], pattern[:-1]) for depth in range(len(parts)))
-    return _matches(parts, pattern)
-
-
 def _in_folder(folder: Path) -> list[str]:
     """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out."""
     return [
         str(p)
         for p in folder.rglob("*.parquet")
-        if p.is_file() and not _hidden(p.relative_to(folder))
+        if p.is_file() and not hidden(p.relative_to(folder))
     ]
-
-
-def _hidden(relative: Path) -> bool:
-    return any(part.startswith((".", "_")) for part in relative.parts if part not in (".", ".."))
 
 
 def would_read(given: str, path: str) -> bool:
@@ -250,39 +156,27 @@ def would_read(given: str, path: str) -> bool:
 
     Then a second run would score an output as traces. (Object storage is never written.)
     """
-    if object_uri(given):
-        return given.startswith("file://") and would_read(given[7:].partition("?")[0], path)
+    if StoreURI.parse(given):
+        on_disk = local_path(given)
+        return on_disk is not None and would_read(on_disk, path)
     target = Path(os.path.abspath(path))
     if Path(given).is_file():
         return target == Path(os.path.abspath(given))
     if Path(given).is_dir():
         folder = Path(os.path.abspath(given))
-        return target.is_relative_to(folder) and not _hidden(target.relative_to(folder))
+        return target.is_relative_to(folder) and not hidden(target.relative_to(folder))
     if not any(c in given for c in GLOB_CHARACTERS):
         return False
     base = Path(os.path.abspath(_glob_base(given) or "."))
-    if target.is_relative_to(base) and _hidden(target.relative_to(base)):
+    if target.is_relative_to(base) and hidden(target.relative_to(base)):
         return False  # skipped as a folder's hidden files are
     pattern = Path(os.path.abspath(given)).parts
     for written in (target, target / "part-00000.parquet"):  # a file, or a folder's parts
         for depth in range(1, len(written.parts) + 1):  # a match, or a folder matched above
             below = Path(*written.parts[depth:]) if depth < len(written.parts) else Path()
-            if _matches(written.parts[:depth], pattern) and not _hidden(below):
+            if matches(written.parts[:depth], pattern) and not hidden(below):
                 return True
     return False
-
-
-def _matches(parts: Sequence[str], pattern: Sequence[str]) -> bool:
-    """Whether a path's parts match a glob's, as `glob.glob(recursive=True)` matches them."""
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
-    return (
-        bool(parts)
-        and fnmatch.fnmatchcase(parts[0], pattern[0])
-        and _matches(parts[1:], pattern[1:])
-    )
 
 
 def _glob_base(pattern: str) -> str | None:
@@ -297,7 +191,12 @@ def _footers(source: TraceSource) -> list[tuple[pa.Schema, int]]:
     if source.filesystem is None:
         return [_footer(source, path) for path in source.files]
     with ThreadPoolExecutor(_FOOTERS_AT_ONCE) as pool:
-        return list(pool.map(lambda path: _footer(source, path), source.files))
+        reads = [pool.submit(_footer, source, path) for path in source.files]
+        try:
+            return [read.result() for read in reads]
+        finally:  # the first bad footer stops the reads not yet begun
+            for read in reads:
+                read.cancel()
 
 
 def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:

@@ -28,6 +28,7 @@ from plangate.evaluators import (
     SCORE_SCHEMA,
     EvaluatorError,
     evaluators,
+    object_uri,
     score_batches,
     trace_source,
     would_read,
@@ -67,17 +68,15 @@ def score_table(args: argparse.Namespace) -> int:
     sessions (`--batch-rows`), in bounded memory whatever its size. With `-o`, a file gives one
     score file; a folder or a glob gives a folder of parts, one per batch.
     """
+    on_disk = object_uri(args.table) is None
     if args.output:
         _outside_source(args.table, args.output)
+        if on_disk:  # before any work; a URI's files are known once listed
+            _check_scores_out(args.output, args.force, parted=not Path(args.table).is_file())
     source = trace_source(args.table)
     parted = not source.single_file
-    if args.output:
-        check_output(
-            args.output,
-            force=args.force,
-            what="a score table",
-            marker=FIRST_PART if parted else None,
-        )
+    if args.output and not on_disk:
+        _check_scores_out(args.output, args.force, parted=parted)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
     params = _with_judge(args, _params(args.param))
     builder = SummaryBuilder()
@@ -104,8 +103,21 @@ def score_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_scores_out(output: str, force: bool, parted: bool) -> None:
+    marker = FIRST_PART if parted else None
+    check_output(output, force=force, what="a score table", marker=marker)
+
+
 def _outside_source(source: str, output: str) -> None:
-    """Refuse scores written where the source is read: the next run would read them as traces."""
+    """Refuse scores written where the source is read: the next run would read them as traces.
+
+    And scores for object storage: they are written on disk.
+    """
+    if shown := object_uri(output):
+        raise OutputError(
+            f"{shown}: scores are written on disk; give -o a local path (and copy the scores "
+            "to the bucket afterwards if they belong there)"
+        )
     if would_read(source, output):
         raise OutputError(
             f"{output}: where the source {source} is read from (its .parquet files are all "

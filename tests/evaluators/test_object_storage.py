@@ -7,10 +7,12 @@ S3 client, as a team's bucket would be.
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plangate.evaluators import _source, score_batches, session_batches, trace_source, would_read
+from plangate.evaluators._object_store import GCS_RETRY_SECONDS, StoreURI, find_objects
 from plangate.replay import SCHEMA, TraceTableError
+from tests.ci.bad_inputs import run_main
 from tests.evaluators.test_stream import sorted_scores, traces
 from tests.object_store import ObjectStore, object_store, plangate_with
 
@@ -84,6 +88,30 @@ def test_a_prefix_or_a_glob_reads_what_the_same_tree_on_disk_gives(
     )
 
 
+def test_a_name_is_read_as_named_before_it_is_a_glob(store: ObjectStore, tmp_path: Path) -> None:
+    """As on disk: `a[1]/` that exists is that folder, spaces may be written as they are or
+    `%20`, and a name that is both an object and a prefix is the prefix with a `/` after it."""
+    table = traces(40, 2)
+    for folder, rows in (("a[1]", 10), ("a1", 20), ("with space", 30)):
+        (tmp_path / folder).mkdir()
+        pq.write_table(table.slice(0, rows), tmp_path / folder / "p.parquet")
+    store.upload(tmp_path, "names")
+    pq.write_table(table.slice(0, 40), "lake/names/both", filesystem=store.filesystem)
+    pq.write_table(table.slice(0, 50), "lake/names/both/p.parquet", filesystem=store.filesystem)
+    rows = {
+        "s3://lake/names/a[1]/": 10,
+        "s3://lake/names/a[0-9]/": 20,
+        "s3://lake/names/with space/": 30,
+        "s3://lake/names/with%20space": 30,
+        "s3://lake/names/with%20sp*/": 30,
+        "s3://lake/names/both": 40,
+        "s3://lake/names/both/": 50,
+        "s3://lake/names/both/*": 50,
+    }
+    assert {uri: trace_source(uri).rows for uri in rows} == rows
+    assert trace_source(f"file://{quote(str(tmp_path))}/with%20space").rows == 30
+
+
 def test_one_object_is_one_file(lake: tuple[Path, pa.Table]) -> None:
     table = traces(40, 2)
     found = trace_source("s3://lake/one.parquet")
@@ -94,19 +122,34 @@ def test_one_object_is_one_file(lake: tuple[Path, pa.Table]) -> None:
     assert batch.equals(table)
 
 
-def test_credentials_in_a_uri_are_used_and_never_shown(lake: tuple[Path, pa.Table]) -> None:
-    found = trace_source(f"s3://test:{SECRET}@lake/hive/?region=us-east-1")
+SLASHED = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"
+"""A secret access key with a `/` in it, pasted as is (a URI wants it as `%2F`)."""
+
+
+@pytest.mark.parametrize("secret", [SECRET, SLASHED, quote(SLASHED, safe="")])
+def test_credentials_in_a_uri_are_used_and_never_shown(
+    lake: tuple[Path, pa.Table], secret: str
+) -> None:
+    found = trace_source(f"s3://AKIAEXAMPLE:{secret}@lake/hive/?region=us-east-1")
     assert found.given == "s3://lake/hive"
     assert all(f.startswith("s3://lake/hive/date=") for f in found.files)
+    # What travels (to Ray's workers too) signs with the URI's keys, not the environment's.
+    options = pickle.loads(pickle.dumps(found)).filesystem.__reduce__()[1][0]
+    assert (options["access_key"], options["secret_key"]) == ("AKIAEXAMPLE", SLASHED if "/" in
+        unquote(secret) else secret)  # fmt: skip
     for bad in (
-        f"s3://test:{SECRET}@lake/nothing/",
-        f"s3://test:{SECRET}@lake/hive/?bogus={SECRET}",
-        f"s3://test:{SECRET}@la[ke/hive/",
+        f"s3://AKIAEXAMPLE:{secret}@lake/nothing/",
+        f"s3://AKIAEXAMPLE:{secret}@lake/hive/?bogus=1&region={secret}",
+        f"s3://AKIAEXAMPLE:{secret}@la[ke/hive/",
+        f"s3://AKIAEXAMPLE:{secret}@lake/hive/?e",
     ):
         with pytest.raises(TraceTableError) as caught:
             trace_source(bad)
-        assert SECRET not in str(caught.value)
-        assert str(caught.value).startswith(("s3://lake/", "s3://la[ke/"))
+        message = str(caught.value)
+        assert unquote(secret)[:12] not in message and secret[:12] not in message, message
+        assert "AKIAEXAMPLE" not in message
+        assert message.startswith(("s3://lake/", "s3://la[ke/")), message
+        assert "…" not in message.partition("(")[0]  # the URI shown whole, not scrubbed
 
 
 def test_what_is_refused_names_the_uri_and_says_what_was_expected(
@@ -182,14 +225,40 @@ def test_the_command_reads_a_bucket_and_shows_no_credentials(
 def test_scores_are_never_read_back_from_object_storage(tmp_path: Path) -> None:
     """Scores are written on disk only: a bucket cannot read them; a `file://` folder can."""
     assert not would_read("s3://lake/hive/", str(tmp_path / "scores"))
-    (tmp_path / "traces").mkdir()
-    assert would_read(f"file://{tmp_path}/traces", str(tmp_path / "traces" / "scores"))
-    assert not would_read(f"file://{tmp_path}/traces", str(tmp_path / "scores"))
+    (tmp_path / "sp ace").mkdir()
+    for uri in (f"file://{tmp_path}/sp ace", f"file://localhost{quote(str(tmp_path))}/sp%20ace/"):
+        assert would_read(uri, str(tmp_path / "sp ace" / "scores"))
+        assert not would_read(uri, str(tmp_path / "scores"))
+
+
+def test_scores_for_a_bucket_are_refused_before_any_work(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(
+        ["eval", str(tmp_path / "missing"), "-o", f"s3://AKIAEXAMPLE:{SECRET}@lake/scores"], capsys
+    )
+    assert (code, err.strip().splitlines()) == (2, [
+        "plangate: error: s3://lake/scores: scores are written on disk; give -o a local path "
+        "(and copy the scores to the bucket afterwards if they belong there)"
+    ])  # fmt: skip
+    assert list(tmp_path.iterdir()) == []  # no `s3:/` folder made here
+
+
+def test_a_gs_uri_gives_up_within_its_retry_limit() -> None:
+    """Google's client retries for 15 minutes by default, silently, when it finds no
+    credentials: a source says within `GCS_RETRY_SECONDS` (or the URI's own limit)."""
+    options = lambda uri: pickle.loads(pickle.dumps(uri.store()[0])).__reduce__()[1][0]  # noqa: E731
+    assert options(StoreURI.parse("gs://bucket/traces/"))["retry_time_limit"].total_seconds() == (
+        GCS_RETRY_SECONDS
+    )
+    limited = StoreURI.parse("gs://bucket/traces/?retry_limit_seconds=3")
+    assert options(limited)["retry_time_limit"].total_seconds() == 3
 
 
 # -- the finder of object storage is the finder of files on disk ----------------------------------
 
-SEGMENTS = ["a", "b", "date=1", "date=2", "_t", ".h"]
+SEGMENTS = ["a", "b", "date=1", "date=2", "_t", ".h", "a[1]", "b c", "d%e"]
 FILES = ["x.parquet", "y.parquet", "z.txt", "_s.parquet"]
 PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x]*"]
 """Glob segments (not `?`: in a URI it begins the options, as URIs have it)."""
@@ -202,7 +271,7 @@ PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x
         min_size=1,
         max_size=8,
     ),
-    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4]), min_size=0, max_size=3),
+    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4] + SEGMENTS[6:]), min_size=0, max_size=3),
     st.booleans(),
 )
 def test_a_uri_finds_the_files_a_path_finds(
@@ -216,7 +285,8 @@ def test_a_uri_finds_the_files_a_path_finds(
             (root.joinpath(*segments) / name).write_bytes(b"")
         given = "/".join([str(root), *pattern]) + ("/" if slash and pattern else "")
         on_disk = _found(lambda: _source._find_files(given))
-        through_uri = _found(lambda: _source._find_objects(f"file://{given}")[2:4])
+        uri = StoreURI.parse(f"file://{quote(given, safe='/*[]!=')}")  # `b c` as `b%20c`
+        through_uri = _found(lambda: find_objects(uri)[1:3])  # type: ignore[arg-type]
         assert through_uri == on_disk, given
 
 

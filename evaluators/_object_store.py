@@ -1,0 +1,174 @@
+"""Trace tables in object storage: `s3://bucket/traces/`, `gs://…`, any URI `pyarrow.fs` reads.
+
+A URI is parsed once (`StoreURI`). Its credentials (`s3://KEY:SECRET@bucket/…`) and options
+(`?endpoint_override=…`) reach `pyarrow.fs` and nothing else: the URI is shown as
+`s3://bucket/…`, and an error's text from pyarrow is scrubbed of them. Its path may be given as
+is or percent-encoded (`with%20space`); a `?` begins the options, as in any URI, so it is no
+wildcard here (`*` and `[…]` are).
+
+What a URI names is found as `_find_files` finds it on disk: an object (not with a `/` after
+it, unless no prefix has that name), else a prefix of objects (a folder), else a glob, matched
+segment by segment against the objects below its part without wildcards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import parse_qsl, quote, unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from plangate.evaluators._globs import hidden, read_with, wildcard
+from plangate.replay.schema import TraceTableError
+
+_URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?", re.S)
+GCS_RETRY_SECONDS = 30
+"""How long a `gs://` source retries before it fails, unless its URI says (`retry_limit_seconds`):
+Google's own default is 15 minutes, spent silently when no credentials are found."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURI:
+    """A URI in object storage, parsed: `scheme://[login@]authority/path[?options]`."""
+
+    scheme: str
+    login: str
+    """`KEY:SECRET` as given ('' without); never shown."""
+    authority: str
+    """The bucket (or the host, for stores that have one)."""
+    path: str
+    """The path below the bucket, as given (percent-encoded or not; `/` at its end kept)."""
+    options: str
+    """The query, as given ('' without); never shown."""
+
+    @classmethod
+    def parse(cls, given: str) -> StoreURI | None:
+        """The URI, or None when `given` is a path on disk.
+
+        Credentials hold no `/` in a well-formed URI (it is written `%2F`), but a secret key
+        pasted as is often does: a login is then what comes before the first `@`, when what
+        comes before the first `/` is no `host:port` (bucket names hold no `:`).
+        """
+        found = _URI.fullmatch(given)
+        if found is None:
+            return None
+        scheme, rest, options = found.group(1), found.group(2), found.group(3) or ""
+        authority, _, path = rest.partition("/")
+        if "@" in authority:
+            login, _, authority = authority.rpartition("@")
+        elif ":" in authority and not authority.rpartition(":")[2].isdigit() and "@" in path:
+            login, _, rest = rest.partition("@")  # a secret key with a `/` in it
+            authority, _, path = rest.partition("/")
+        else:
+            login = ""
+        return cls(scheme=scheme, login=login, authority=authority, path=path, options=options)
+
+    @property
+    def shown(self) -> str:
+        """The URI as it is shown: no credentials, no options."""
+        return f"{self.scheme}://{self.authority}" + f"/{self.path}".rstrip("/")
+
+    @property
+    def segments(self) -> list[str]:
+        """The path's segments, percent-decoded."""
+        return [unquote(part) for part in self.path.split("/") if part]
+
+    def store(self) -> tuple[pafs.FileSystem, str]:
+        """The bucket's filesystem and the bucket's path in it."""
+        login = ":".join(quote(unquote(part), safe="") for part in self.login.split(":", 1))
+        options = self.options
+        if self.scheme == "gs" and "retry_limit_seconds" not in options:
+            options = "&".join(filter(None, [options, f"retry_limit_seconds={GCS_RETRY_SECONDS}"]))
+        at = f"{login}@" if self.login else ""
+        filesystem, bucket = pafs.FileSystem.from_uri(
+            f"{self.scheme}://{at}{self.authority}/" + (f"?{options}" if options else "")
+        )
+        return filesystem, str(bucket)
+
+    def scrubbed(self, text: str) -> str:
+        """`text` (pyarrow's, say) without the URI's credentials or the values of its options."""
+        values = [value for _, value in parse_qsl(self.options) if len(value) >= 4]
+        secrets = {self.login, self.options, *self.login.split(":", 1), *values}
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(secret, "…").replace(quote(secret, safe=""), "…")
+        return text
+
+
+def object_uri(given: str) -> str | None:
+    """A source in object storage as it is shown (no credentials, no options); None: on disk."""
+    uri = StoreURI.parse(given)
+    return uri.shown if uri else None
+
+
+def local_path(given: str) -> str | None:
+    """The path on disk a `file://` URI names (None: another URI, or no URI)."""
+    uri = StoreURI.parse(given)
+    if uri is None or uri.scheme != "file":
+        return None
+    return "/" + "/".join(uri.segments) + ("/" if uri.path.endswith("/") else "")
+
+
+def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None, bool]:
+    """What a URI names, as `_find_files` finds files on disk.
+
+    Returns its filesystem, the Parquet files' URIs sorted, the folder the Hive partitions
+    start from (None: one file named), and whether it named one file.
+
+    Raises:
+        TraceTableError: The URI cannot be read (it does not parse, its store cannot be
+            reached, its credentials are refused), or names no object; the message shows the
+            URI without its credentials.
+    """
+    segments = uri.segments
+    try:
+        filesystem, bucket = uri.store()
+        whole = _below(bucket, segments)
+        info = filesystem.get_file_info(whole)
+        one = [f"{uri.scheme}://{whole}"]
+        if info.type == pafs.FileType.File and not uri.path.endswith("/"):
+            return filesystem, one, None, True
+        wild = next((i for i, part in enumerate(segments) if wildcard(part)), None)
+        root, pattern = whole, None
+        if info.type == pafs.FileType.NotFound and wild is not None:  # a glob: below its fixed part
+            root, pattern = _below(bucket, segments[:wild]), segments[wild:]
+        below = _objects_below(filesystem, root)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TraceTableError(
+            f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(text)})"
+        ) from exc
+    if info.type == pafs.FileType.File and not below:  # `x.parquet/`, and no prefix of that name
+        return filesystem, one, None, True
+    folders_only = uri.path.endswith("/")
+    files = [
+        f"{uri.scheme}://{root}/{relative}"
+        for relative in below
+        if read_with(PurePosixPath(relative).parts, pattern, folders_only)
+    ]
+    if not files:
+        raise TraceTableError(
+            f"{uri.shown}: "
+            + ("matches no object" if pattern else "no such object, and no prefix of objects")
+            + " with .parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
+        )
+    return filesystem, sorted(files), root, False
+
+
+def _below(bucket: str, segments: list[str]) -> str:
+    """The path in the filesystem of `segments` below the bucket."""
+    return "/".join([bucket.rstrip("/"), *segments]) if segments else bucket
+
+
+def _objects_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
+    """The paths below `root` (relative to it) of every object not hidden (`.x`, `_x`)."""
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    try:
+        found = filesystem.get_file_info(selector)
+    except NotADirectoryError:  # a file on disk: nothing below it
+        return []
+    files = (f.path for f in found if f.type == pafs.FileType.File)
+    relative = (PurePosixPath(path).relative_to(root) for path in files)
+    return [str(path) for path in relative if not hidden(path)]
