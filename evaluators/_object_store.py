@@ -8,13 +8,14 @@ wildcard here (`*` and `[…]` are).
 
 What a URI names is found as `_find_files` finds it on disk: an object (not with a `/` after
 it, unless no prefix has that name), else a prefix of objects (a folder), else a glob, matched
-segment by segment against the objects below its part without wildcards.
+segment by segment (`_globs`) against the objects in the folders its segments can match.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -134,7 +135,7 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         root, pattern = whole, None
         if info.type == pafs.FileType.NotFound and wild is not None:  # a glob: below its fixed part
             root, pattern = _below(bucket, segments[:wild]), segments[wild:]
-        below = _objects_below(filesystem, root)
+        below = _objects_below(filesystem, root, pattern)
     except (pa.ArrowException, OSError, ValueError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TraceTableError(
@@ -157,18 +158,54 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
     return filesystem, sorted(files), root, False
 
 
-def _below(bucket: str, segments: list[str]) -> str:
-    """The path in the filesystem of `segments` below the bucket."""
-    return "/".join([bucket.rstrip("/"), *segments]) if segments else bucket
+def _below(folder: str, segments: list[str]) -> str:
+    """The path in the filesystem of some segments below a folder (a bucket, say)."""
+    segments = [part for part in segments if part]
+    return "/".join([folder.rstrip("/"), *segments]) if segments else folder
 
 
-def _objects_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The paths below `root` (relative to it) of every object not hidden (`.x`, `_x`)."""
-    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-    try:
-        found = filesystem.get_file_info(selector)
-    except NotADirectoryError:  # a file on disk: nothing below it
-        return []
+def _objects_below(
+    filesystem: pafs.FileSystem, root: str, pattern: list[str] | None = None
+) -> list[str]:
+    """The paths below `root` (relative to it) of the objects not hidden (`.x`, `_x`).
+
+    With a glob's `pattern` below `root`, only the folders its segments before the last (and
+    before a `**`) match are listed: a glob over one month of a lake lists that month's
+    partitions, not every year's.
+    """
+    if not pattern:
+        return _all_below(filesystem, root)
+    reached = [""]
+    for segment in pattern[:-1]:
+        if segment == "**":
+            break
+        reached = [
+            f"{folder}{info.base_name}/"
+            for folder in reached
+            for info in _listed(filesystem, _below(root, folder.split("/")), recursive=False)
+            if info.type == pafs.FileType.Directory
+            and not hidden(PurePosixPath(info.base_name))
+            and fnmatchcase(info.base_name, segment)
+        ]
+    return [
+        f"{folder}{path}"
+        for folder in reached
+        for path in _all_below(filesystem, _below(root, folder.split("/")))
+    ]
+
+
+def _all_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
+    """The paths below `root` (relative to it) of every object not hidden."""
+    found = _listed(filesystem, root, recursive=True)
     files = (f.path for f in found if f.type == pafs.FileType.File)
     relative = (PurePosixPath(path).relative_to(root) for path in files)
     return [str(path) for path in relative if not hidden(path)]
+
+
+def _listed(filesystem: pafs.FileSystem, folder: str, recursive: bool) -> list[pafs.FileInfo]:
+    """What is below a folder (nothing when there is no such folder, or a file on disk)."""
+    selector = pafs.FileSelector(folder, recursive=recursive, allow_not_found=True)
+    try:
+        return list(filesystem.get_file_info(selector))
+    except NotADirectoryError:
+        return []

@@ -15,12 +15,20 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plangate.evaluators import _source, score_batches, session_batches, trace_source, would_read
+from plangate.evaluators import (
+    _object_store,
+    _source,
+    score_batches,
+    session_batches,
+    trace_source,
+    would_read,
+)
 from plangate.evaluators._object_store import GCS_RETRY_SECONDS, StoreURI, find_objects
 from plangate.replay import SCHEMA, TraceTableError
 from tests.ci.bad_inputs import run_main
@@ -110,6 +118,27 @@ def test_a_name_is_read_as_named_before_it_is_a_glob(store: ObjectStore, tmp_pat
     }
     assert {uri: trace_source(uri).rows for uri in rows} == rows
     assert trace_source(f"file://{quote(str(tmp_path))}/with%20space").rows == 30
+
+
+def test_a_glob_lists_only_the_partitions_it_can_match(
+    lake: tuple[Path, pa.Table], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A month of a lake lists that month: folders its other segments rule out are not read."""
+    listed: list[tuple[str, bool]] = []
+    listing = _object_store._listed
+
+    def spy(filesystem: pafs.FileSystem, folder: str, recursive: bool) -> list[pafs.FileInfo]:
+        listed.append((folder, recursive))
+        return listing(filesystem, folder, recursive)
+
+    monkeypatch.setattr(_object_store, "_listed", spy)
+    found = trace_source("s3://lake/hive/date=2026-12-*/*/*.parquet")
+    assert found.files == ("s3://lake/hive/date=2026-12-01/variant=alyx/part-0.parquet",)
+    assert listed == [
+        ("lake/hive", False),  # which dates there are
+        ("lake/hive/date=2026-12-01", False),  # which variants December's holds
+        ("lake/hive/date=2026-12-01/variant=alyx", True),  # only then, files
+    ]
 
 
 def test_one_object_is_one_file(lake: tuple[Path, pa.Table]) -> None:
@@ -260,7 +289,7 @@ def test_a_gs_uri_gives_up_within_its_retry_limit() -> None:
 
 SEGMENTS = ["a", "b", "date=1", "date=2", "_t", ".h", "a[1]", "b c", "d%e"]
 FILES = ["x.parquet", "y.parquet", "z.txt", "_s.parquet"]
-PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x]*"]
+PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x]*", "*"]
 """Glob segments (not `?`: in a URI it begins the options, as URIs have it)."""
 
 
@@ -271,7 +300,7 @@ PATTERN = ["*", "a", "b", "date=*", "**", "*.parquet", "[ab]", "x.parquet", "[!x
         min_size=1,
         max_size=8,
     ),
-    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4] + SEGMENTS[6:]), min_size=0, max_size=3),
+    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4] + SEGMENTS[6:]), min_size=0, max_size=4),
     st.booleans(),
 )
 def test_a_uri_finds_the_files_a_path_finds(
