@@ -28,7 +28,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, matches
+from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, read_with
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
@@ -168,15 +168,14 @@ def would_read(given: str, path: str) -> bool:
     if not any(c in given for c in GLOB_CHARACTERS):
         return False
     base = Path(os.path.abspath(_glob_base(given) or "."))
-    if target.is_relative_to(base) and hidden(target.relative_to(base)):
-        return False  # skipped as a folder's hidden files are
-    pattern = Path(os.path.abspath(given)).parts
-    for written in (target, target / "part-00000.parquet"):  # a file, or a folder's parts
-        for depth in range(1, len(written.parts) + 1):  # a match, or a folder matched above
-            below = Path(*written.parts[depth:]) if depth < len(written.parts) else Path()
-            if matches(written.parts[:depth], pattern) and not hidden(below):
-                return True
-    return False
+    if not target.is_relative_to(base) or hidden(target.relative_to(base)):
+        return False  # hidden: skipped as a folder's hidden files are
+    pattern = Path(os.path.abspath(given)).relative_to(base).parts
+    written = target.relative_to(base)
+    return any(  # a file, or a folder's parts
+        read_with(path.parts, pattern, folders_only=given.endswith("/"))
+        for path in (written, written / "part-00000.parquet")
+    )
 
 
 def _glob_base(pattern: str) -> str | None:

@@ -327,3 +327,44 @@ def _found(find: object) -> tuple[list[str], str | None] | str:
         return "nothing"
     paths = [f.removeprefix("file://") for f in files]
     return paths, str(Path(base)) if base else None
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.lists(st.sampled_from(SEGMENTS[:6]), max_size=2), st.sampled_from(FILES)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.sampled_from(PATTERN + SEGMENTS[:4]), min_size=1, max_size=3),
+    st.booleans(),
+    st.tuples(
+        st.lists(st.sampled_from(SEGMENTS[:6]), max_size=2),
+        st.sampled_from(["scores", "_scores", "out.parquet", "x.parquet"]),
+    ),  # fmt: skip
+)
+def test_scores_are_refused_exactly_where_the_next_run_would_read_them(
+    tree: list[tuple[list[str], str]],
+    pattern: list[str],
+    slash: bool,
+    output: tuple[list[str], str],
+) -> None:
+    """`would_read` says yes exactly when the scores, once written, are among the source's files."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder) / "root"
+        for segments, name in tree:
+            (root.joinpath(*segments)).mkdir(parents=True, exist_ok=True)
+            (root.joinpath(*segments) / name).write_bytes(b"")
+        given = "/".join([str(root), *pattern]) + ("/" if slash else "")
+        out = root.joinpath(*output[0], output[1])
+        if out.exists() or _found(lambda: _source._find_files(given)) == "nothing":
+            return  # refused (exists, without --force) or replaced; no source: no run
+        refused = would_read(given, str(out))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Scores of a source named as one file are one file; of any other, a folder of parts.
+        written = out if Path(given).is_file() else out / "part-00000.parquet"
+        written.parent.mkdir(parents=True, exist_ok=True)
+        written.write_bytes(b"")
+        found = _found(lambda: _source._find_files(given))
+        read = found != "nothing" and str(written) in found[0]
+        assert refused == read, (given, str(out))
