@@ -26,6 +26,8 @@ from plangate.evaluators._globs import hidden, read_with, wildcard
 from plangate.replay.schema import TraceTableError
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?", re.S)
+_BUCKETS = ("s3", "gs", "gcs")
+"""Schemes whose authority is a bucket: its name holds no `:` (no `host:port` there)."""
 GCS_RETRY_SECONDS = 30
 """How long a `gs://` source retries before it fails, unless its URI says (`retry_limit_seconds`):
 Google's own default is 15 minutes, spent silently when no credentials are found."""
@@ -37,7 +39,8 @@ class StoreURI:
 
     scheme: str
     login: str
-    """`KEY:SECRET` as given ('' without); never shown."""
+    """What comes before the `@` ('' without): `KEY:SECRET`, never shown; or a name (Azure's
+    container, an HDFS user), shown."""
     authority: str
     """The bucket (or the host, for stores that have one)."""
     path: str
@@ -50,8 +53,8 @@ class StoreURI:
         """The URI, or None when `given` is a path on disk.
 
         Credentials hold no `/` in a well-formed URI (it is written `%2F`), but a secret key
-        pasted as is often does: a login is then what comes before the first `@`, when what
-        comes before the first `/` is no `host:port` (bucket names hold no `:`).
+        pasted as is often does: in a bucket's URI (whose authority holds no `:`), a login is
+        then what comes before the first `@`.
         """
         found = _URI.fullmatch(given)
         if found is None:
@@ -60,7 +63,7 @@ class StoreURI:
         authority, _, path = rest.partition("/")
         if "@" in authority:
             login, _, authority = authority.rpartition("@")
-        elif ":" in authority and not authority.rpartition(":")[2].isdigit() and "@" in path:
+        elif scheme in _BUCKETS and ":" in authority and "@" in path:
             login, _, rest = rest.partition("@")  # a secret key with a `/` in it
             authority, _, path = rest.partition("/")
         else:
@@ -68,9 +71,15 @@ class StoreURI:
         return cls(scheme=scheme, login=login, authority=authority, path=path, options=options)
 
     @property
+    def secret(self) -> bool:
+        """Whether the login is credentials (`KEY:SECRET`), not a name."""
+        return ":" in self.login
+
+    @property
     def shown(self) -> str:
         """The URI as it is shown: no credentials, no options."""
-        return f"{self.scheme}://{self.authority}" + f"/{self.path}".rstrip("/")
+        name = f"{self.login}@" if self.login and not self.secret else ""
+        return f"{self.scheme}://{name}{self.authority}" + f"/{self.path}".rstrip("/")
 
     @property
     def segments(self) -> list[str]:
@@ -81,18 +90,20 @@ class StoreURI:
         """The bucket's filesystem and the bucket's path in it."""
         login = ":".join(quote(unquote(part), safe="") for part in self.login.split(":", 1))
         options = self.options
-        if self.scheme == "gs" and "retry_limit_seconds" not in options:
+        if self.scheme in ("gs", "gcs") and "retry_limit_seconds" not in options:
             options = "&".join(filter(None, [options, f"retry_limit_seconds={GCS_RETRY_SECONDS}"]))
         at = f"{login}@" if self.login else ""
+        authority = "" if (self.scheme, self.authority) == ("file", "localhost") else self.authority
         filesystem, bucket = pafs.FileSystem.from_uri(
-            f"{self.scheme}://{at}{self.authority}/" + (f"?{options}" if options else "")
+            f"{self.scheme}://{at}{authority}/" + (f"?{options}" if options else "")
         )
         return filesystem, str(bucket)
 
     def scrubbed(self, text: str) -> str:
         """`text` (pyarrow's, say) without the URI's credentials or the values of its options."""
         values = [value for _, value in parse_qsl(self.options) if len(value) >= 4]
-        secrets = {self.login, self.options, *self.login.split(":", 1), *values}
+        login = [self.login, *self.login.split(":", 1)] if self.secret else []
+        secrets = {self.options, *login, *values}
         for secret in sorted(filter(None, secrets), key=len, reverse=True):
             text = text.replace(secret, "…").replace(quote(secret, safe=""), "…")
         return text
@@ -123,6 +134,12 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
             reached, its credentials are refused), or names no object; the message shows the
             URI without its credentials.
     """
+    if uri.scheme in _BUCKETS and ":" in uri.authority:
+        raise TraceTableError(
+            f"{uri.shown}: a {uri.scheme}:// URI names a bucket, and a bucket's name holds no "
+            "':'; give a store's address as ?endpoint_override=HOST:PORT&scheme=http (or, for "
+            "S3, AWS_ENDPOINT_URL) and the bucket after the //"
+        )
     segments = uri.segments
     try:
         filesystem, bucket = uri.store()
@@ -137,9 +154,8 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
             root, pattern = _below(bucket, segments[:wild]), segments[wild:]
         below = _objects_below(filesystem, root, pattern)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TraceTableError(
-            f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(text)})"
+            f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(error_line(exc))})"
         ) from exc
     if info.type == pafs.FileType.File and not below:  # `x.parquet/`, and no prefix of that name
         return filesystem, one, None, True
@@ -159,9 +175,17 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
 
 
 def _below(folder: str, segments: list[str]) -> str:
-    """The path in the filesystem of some segments below a folder (a bucket, say)."""
+    """The path in the filesystem of some segments below a folder (a bucket, `/`, or '')."""
     segments = [part for part in segments if part]
-    return "/".join([folder.rstrip("/"), *segments]) if segments else folder
+    if not segments:
+        return folder
+    return (folder if folder.endswith("/") or not folder else f"{folder}/") + "/".join(segments)
+
+
+def error_line(exc: Exception) -> str:
+    """An exception's first line (its type when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _objects_below(

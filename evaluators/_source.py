@@ -18,18 +18,18 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, read_with
-from plangate.evaluators._object_store import StoreURI, find_objects, local_path
+from plangate.evaluators._object_store import StoreURI, error_line, find_objects, local_path
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTES,
@@ -48,6 +48,7 @@ from plangate.replay.schema import (
 READ_ROWS = 65_536
 """Rows read from a file at a time."""
 TRACE_COLUMNS = tuple(SCHEMA.names)
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _FOOTERS_AT_ONCE = 16
 """Footers read at once from object storage (each is a request or two: they wait, not work)."""
 
@@ -99,17 +100,27 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         filesystem=filesystem,
     )  # fmt: skip
     footers = _footers(found)
-    dataset = ds.dataset(
-        [found.opened(path) for path in found.files], format="parquet", filesystem=filesystem,
-        partitioning="hive" if base else None, partition_base_dir=base,
-    )  # fmt: skip
-    keys = [ds.get_partition_keys(f.partition_expression) for f in dataset.get_fragments()]
+    keys = [_hive_keys(os.path.relpath(found.opened(p), base)) if base else {} for p in files]
     constants = tuple(
         _checked_columns(path, schema, key)
         for path, (schema, _), key in zip(found.files, footers, keys, strict=True)
     )
     rows = sum(count for _, count in footers)
     return replace(found, rows=rows, constants=constants)
+
+
+def _hive_keys(relative: str) -> dict[str, str | None]:
+    """The Hive partition folders (`key=value`) of a file's path below its source's folder.
+
+    The values stay text, percent-decoded, until their trace column's type reads them
+    (`variant=007` is "007"); `__HIVE_DEFAULT_PARTITION__` is null.
+    """
+    keys: dict[str, str | None] = {}
+    for folder in PurePosixPath(relative).parts[:-1]:
+        key, equals, value = folder.partition("=")
+        if equals:
+            keys[key] = None if value == _HIVE_NULL else unquote(value)
+    return keys
 
 
 def _find_files(given: str) -> tuple[list[str], str | None]:
@@ -204,7 +215,7 @@ def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceTableError(
-            f"{path}: not a readable Parquet file ({_reason(exc)}); expected a trace table"
+            f"{path}: not a readable Parquet file ({error_line(exc)}); expected a trace table"
         ) from exc
     version = (schema.metadata or {}).get(b"plangate.version")
     if version is not None and version.isdigit() and int(version) > SCHEMA_VERSION:
@@ -213,12 +224,6 @@ def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
             f"understands ({SCHEMA_VERSION}); upgrade plangate"
         )
     return schema, metadata.num_rows
-
-
-def _reason(exc: Exception) -> str:
-    """An exception's first line (its type when it says nothing)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +262,7 @@ def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, i
                 offset += len(arrays[0]) if arrays else 0
         except (pa.ArrowException, OSError) as exc:
             raise TraceTableError(
-                f"{path}: cannot be read from row {offset} on ({_reason(exc)})"
+                f"{path}: cannot be read from row {offset} on ({error_line(exc)})"
             ) from exc
 
 

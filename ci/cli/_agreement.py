@@ -57,6 +57,11 @@ TRACE_REWARDS = "the source's own judgement (the reward of the trace table's AGE
 
 def agreement(args: argparse.Namespace) -> int:
     """`plangate agreement SCORES LABELS [--evaluator NAME] [--json]`."""
+    if shown := object_uri(args.scores):
+        raise AgreementError(
+            f"{shown}: SCORES is read from disk (a score file or a folder of parts, as "
+            "`plangate eval -o` writes them), not from a URI; copy it here first"
+        )
     scores = read_scores(args.scores)
     kind, labels, trial_known = read_labels(args.labels)
     named = object_uri(args.labels) or args.labels  # a URI's credentials are never shown

@@ -115,13 +115,13 @@ def _outside_source(source: str, output: str) -> None:
     """
     if shown := object_uri(output):
         raise OutputError(
-            f"{shown}: scores are written on disk; give -o a local path (and copy the scores "
-            "to the bucket afterwards if they belong there)"
+            f"{shown}: -o takes a path on disk, not a URI: scores are written on disk (copy "
+            "them to a bucket afterwards if they belong there)"
         )
     if would_read(source, output):
         raise OutputError(
-            f"{output}: where the source {source} is read from (its .parquet files are all "
-            "read as traces); write the scores outside it"
+            f"{output}: where the source {object_uri(source) or source} is read from (its "
+            ".parquet files are all read as traces); write the scores outside it"
         )
 
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plangate.evaluators import (
+    TraceSource,
     _object_store,
     _source,
     score_batches,
@@ -153,9 +154,11 @@ def test_one_object_is_one_file(lake: tuple[Path, pa.Table]) -> None:
 
 SLASHED = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYzEXAMPLEKEY"
 """A secret access key with a `/` in it, pasted as is (a URI wants it as `%2F`)."""
+DIGITS = "12/abcdefSECRETzzzzzzzzzzzzzzzzzzzzzzzzzz"
+"""One whose text before its `/` is all digits, as a port would be."""
 
 
-@pytest.mark.parametrize("secret", [SECRET, SLASHED, quote(SLASHED, safe="")])
+@pytest.mark.parametrize("secret", [SECRET, SLASHED, quote(SLASHED, safe=""), DIGITS])
 def test_credentials_in_a_uri_are_used_and_never_shown(
     lake: tuple[Path, pa.Table], secret: str
 ) -> None:
@@ -164,8 +167,7 @@ def test_credentials_in_a_uri_are_used_and_never_shown(
     assert all(f.startswith("s3://lake/hive/date=") for f in found.files)
     # What travels (to Ray's workers too) signs with the URI's keys, not the environment's.
     options = pickle.loads(pickle.dumps(found)).filesystem.__reduce__()[1][0]
-    assert (options["access_key"], options["secret_key"]) == ("AKIAEXAMPLE", SLASHED if "/" in
-        unquote(secret) else secret)  # fmt: skip
+    assert (options["access_key"], options["secret_key"]) == ("AKIAEXAMPLE", unquote(secret))
     for bad in (
         f"s3://AKIAEXAMPLE:{secret}@lake/nothing/",
         f"s3://AKIAEXAMPLE:{secret}@lake/hive/?bogus=1&region={secret}",
@@ -197,6 +199,61 @@ def test_what_is_refused_names_the_uri_and_says_what_was_expected(
         with pytest.raises(TraceTableError, match=message.replace("[", r"\[")) as caught:
             trace_source(uri)
         assert str(caught.value).startswith(uri.rstrip("/"))
+
+
+def test_uris_of_other_shapes() -> None:
+    """A port where a bucket goes, names before `@` that are no credentials, `file://localhost`."""
+    with pytest.raises(TraceTableError) as caught:
+        trace_source("s3://minio.local:9000/lake/hive/")
+    assert str(caught.value).startswith(
+        "s3://minio.local:9000/lake/hive: a s3:// URI names a bucket, and a bucket's name holds "
+        "no ':'; give a store's address as ?endpoint_override=HOST:PORT&scheme=http"
+    )
+    azure = StoreURI.parse("abfs://traces@account.dfs.core.windows.net/agent/?x=1")
+    assert azure is not None and azure.shown == "abfs://traces@account.dfs.core.windows.net/agent"
+    assert azure.scrubbed("container traces, option 1") == "container traces, option 1"
+    assert _object_store._below("", ["container", "agent"]) == "container/agent"  # Azure's root
+    assert _object_store._below("/", ["tmp", "x"]) == "/tmp/x"
+    assert _object_store._below("lake", ["a", "", "b"]) == "lake/a/b"
+
+
+def test_file_localhost_is_this_machine(lake: tuple[Path, pa.Table]) -> None:
+    root, table = lake
+    found = trace_source(f"file://localhost{quote(str(root))}/")
+    assert (len(found.files), found.rows) == (2, table.num_rows)
+
+
+def test_footers_stop_at_the_first_bad_one(
+    store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad footer first among 200 files: the reads not yet begun are not made."""
+    (tmp_path / "000.parquet").write_bytes(b"not parquet")
+    for index in range(1, 200):
+        pq.write_table(pa.table({"a": [index]}), tmp_path / f"{index:03d}.parquet")
+    uri = store.upload(tmp_path, "many")
+    reads = []
+    footer = _source._footer
+
+    def counted(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
+        reads.append(path)
+        return footer(source, path)
+
+    monkeypatch.setattr(_source, "_footer", counted)
+    with pytest.raises(TraceTableError, match=r"many/000\.parquet: not a readable Parquet file"):
+        trace_source(uri)
+    assert 1 <= len(reads) < 100, len(reads)
+
+
+def test_hive_values_keep_their_text_until_their_column_reads_them(tmp_path: Path) -> None:
+    """`variant=007` is "007" (a guess at a number made it "7"); `trial=2` is a number."""
+    table = traces(8, 1)
+    folder = tmp_path / "variant=007" / "trial=2" / "note=a%2Fb"
+    folder.mkdir(parents=True)
+    pq.write_table(table.drop_columns(["variant", "trial"]), folder / "p.parquet")
+    (found,) = trace_source(tmp_path).constants
+    assert found == {"variant": pa.scalar("007"), "trial": pa.scalar(2, pa.int32())}
+    (batch,) = session_batches(tmp_path)
+    assert set(batch["variant"].to_pylist()) == {"007"}
 
 
 def test_a_store_that_cannot_be_reached_is_one_line_naming_the_uri() -> None:
@@ -268,10 +325,17 @@ def test_scores_for_a_bucket_are_refused_before_any_work(
         ["eval", str(tmp_path / "missing"), "-o", f"s3://AKIAEXAMPLE:{SECRET}@lake/scores"], capsys
     )
     assert (code, err.strip().splitlines()) == (2, [
-        "plangate: error: s3://lake/scores: scores are written on disk; give -o a local path "
-        "(and copy the scores to the bucket afterwards if they belong there)"
+        "plangate: error: s3://lake/scores: -o takes a path on disk, not a URI: scores are "
+        "written on disk (copy them to a bucket afterwards if they belong there)"
     ])  # fmt: skip
     assert list(tmp_path.iterdir()) == []  # no `s3:/` folder made here
+    # Nor does `agreement` read its SCORES from a URI; neither prints the credentials.
+    code, _, err = run_main(
+        ["agreement", f"s3://AKIAEXAMPLE:{SECRET}@lake/scores/", str(tmp_path)], capsys
+    )
+    assert code == 2
+    assert err.startswith("plangate: error: s3://lake/scores: SCORES is read from disk")
+    assert SECRET not in err and "AKIAEXAMPLE" not in err
 
 
 def test_a_gs_uri_gives_up_within_its_retry_limit() -> None:
