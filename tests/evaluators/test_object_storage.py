@@ -372,15 +372,21 @@ def test_a_uri_finds_the_files_a_path_finds(
 ) -> None:
     """Through `file://`, the object storage finder lists and matches what the disk's finds."""
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder) / "root"
-        for segments, name in tree:
-            (root.joinpath(*segments)).mkdir(parents=True, exist_ok=True)
-            (root.joinpath(*segments) / name).write_bytes(b"")
+        root = planted(Path(folder), tree)
         given = "/".join([str(root), *pattern]) + ("/" if slash and pattern else "")
         on_disk = _found(lambda: _source._find_files(given))
         uri = StoreURI.parse(f"file://{quote(given, safe='/*[]!=')}")  # `b c` as `b%20c`
         through_uri = _found(lambda: find_objects(uri)[1:3])  # type: ignore[arg-type]
         assert through_uri == on_disk, given
+
+
+def planted(folder: Path, tree: list[tuple[list[str], str]]) -> Path:
+    """Empty files at the tree's paths under `folder/root`; that root."""
+    root = folder / "root"
+    for segments, name in tree:
+        (root.joinpath(*segments)).mkdir(parents=True, exist_ok=True)
+        (root.joinpath(*segments) / name).write_bytes(b"")
+    return root
 
 
 def _found(find: object) -> tuple[list[str], str | None] | str:
@@ -415,10 +421,7 @@ def test_scores_are_refused_exactly_where_the_next_run_would_read_them(
 ) -> None:
     """`would_read` says yes exactly when the scores, once written, are among the source's files."""
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder) / "root"
-        for segments, name in tree:
-            (root.joinpath(*segments)).mkdir(parents=True, exist_ok=True)
-            (root.joinpath(*segments) / name).write_bytes(b"")
+        root = planted(Path(folder), tree)
         given = "/".join([str(root), *pattern]) + ("/" if slash else "")
         out = root.joinpath(*output[0], output[1])
         if out.exists() or _found(lambda: _source._find_files(given)) == "nothing":
