@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from plangate.evaluators._globs import hidden, read_with, wildcard
-from plangate.replay.schema import TraceTableError
+from plangate.replay.schema import TraceTableError, first_line
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?", re.S)
 _BUCKETS = ("s3", "gs", "gcs")
@@ -155,7 +155,7 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         below = _objects_below(filesystem, root, pattern)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceTableError(
-            f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(error_line(exc))})"
+            f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(first_line(exc))})"
         ) from exc
     if info.type == pafs.FileType.File and not below:  # `x.parquet/`, and no prefix of that name
         return filesystem, one, None, True
@@ -180,12 +180,6 @@ def _below(folder: str, segments: list[str]) -> str:
     if not segments:
         return folder
     return (folder if folder.endswith("/") or not folder else f"{folder}/") + "/".join(segments)
-
-
-def error_line(exc: Exception) -> str:
-    """An exception's first line (its type when it says nothing)."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _objects_below(

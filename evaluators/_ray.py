@@ -45,7 +45,13 @@ from plangate.evaluators._source import (
 )
 from plangate.evaluators.scores import SCORE_SCHEMA
 from plangate.harness import PlangateError
-from plangate.replay.schema import SESSION_ID, DuplicateSpanError, TraceTableError, empty_table
+from plangate.replay.schema import (
+    SESSION_ID,
+    DuplicateSpanError,
+    TraceTableError,
+    empty_table,
+    first_line,
+)
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -205,7 +211,7 @@ def _causes(ray: ModuleType) -> Iterator[None]:
             cause = cause.cause
         if isinstance(cause, PlangateError):  # Ray Data adds its advice below the message
             error = copy.copy(cause)  # of its type, with what it carries (a span's key)
-            error.args = (_first_line(cause),)
+            error.args = (first_line(cause),)
             raise error from None
         raise
 
@@ -410,12 +416,7 @@ def _unreachable(address: str, exc: BaseException) -> str:
             "`ray get-auth-token` there)"
         )
     return (
-        f"--address {address!r}: no Ray cluster there ({_first_line(exc)}); start one with "
+        f"--address {address!r}: no Ray cluster there ({first_line(exc)}); start one with "
         "`ray start --head` and pass the address it prints, or leave out --address to run on "
         "this machine"
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

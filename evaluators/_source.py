@@ -29,7 +29,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, read_with
-from plangate.evaluators._object_store import StoreURI, error_line, find_objects, local_path
+from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTES,
@@ -40,6 +40,7 @@ from plangate.replay.schema import (
     DuplicateSpanError,
     TraceTableError,
     attribute_columns,
+    first_line,
     missing_columns,
     other_types,
     validate_table,
@@ -215,7 +216,7 @@ def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceTableError(
-            f"{path}: not a readable Parquet file ({error_line(exc)}); expected a trace table"
+            f"{path}: not a readable Parquet file ({first_line(exc)}); expected a trace table"
         ) from exc
     version = (schema.metadata or {}).get(b"plangate.version")
     if version is not None and version.isdigit() and int(version) > SCHEMA_VERSION:
@@ -262,7 +263,7 @@ def chunks(source: TraceSource, columns: Sequence[str]) -> Iterator[tuple[str, i
                 offset += len(arrays[0]) if arrays else 0
         except (pa.ArrowException, OSError) as exc:
             raise TraceTableError(
-                f"{path}: cannot be read from row {offset} on ({error_line(exc)})"
+                f"{path}: cannot be read from row {offset} on ({first_line(exc)})"
             ) from exc
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from plangate.harness._agent import Agent
 from plangate.harness._call_runs import call_runs
-from plangate.harness._errors import ConfigError, PlangateError, SessionError
+from plangate.harness._errors import ConfigError, PlangateError, SessionError, first_line
 from plangate.harness._files import (
     OutputError,
     check_output,
@@ -130,6 +130,7 @@ __all__ = [
     "canonical_json",
     "check_output",
     "domain_names",
+    "first_line",
     "get_domain",
     "infrastructure_failure",
     "json_problem",

@@ -13,3 +13,9 @@ class ConfigError(PlangateError):
 
 class SessionError(PlangateError):
     """A session cannot do what was asked in its state (e.g. resume a session that is idle)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, for a one-line message (its type when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

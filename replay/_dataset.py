@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from plangate.harness import (
     PlangateError,
+    first_line,
     json_problem,
     read_text,
     replace_folder,
@@ -363,7 +364,7 @@ def _check_file(
             ]
         table = pq.read_table(file)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        return [f"{file}: not a readable Parquet file ({_first_line(exc)})"]
+        return [f"{file}: not a readable Parquet file ({first_line(exc)})"]
     if file.name == "spans.parquet":
         table = upgrade_table(table)  # spans written by an older plangate
     problems = _column_problems(file, table, schema)
@@ -394,11 +395,6 @@ def _column_problems(file: Path, table: pa.Table, schema: pa.Schema) -> list[str
                 f"{file}: column {expected.name!r}, row {row}: null in a required column"
             )
     return problems
-
-
-def _first_line(exc: Exception) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 def _check_references(path: Path, tables: dict[str, pa.Table]) -> list[str]:

@@ -40,6 +40,7 @@ from plangate.harness import (
     writing,
 )
 from plangate.harness import STOP_REASONS as HARNESS_STOP_REASONS
+from plangate.harness import first_line as first_line
 from plangate.harness.plans import PLAN_TOOLS as HARNESS_PLAN_TOOLS
 
 # The columns that hold what the spans' attributes say, defined where those are read; named
@@ -451,8 +452,9 @@ def read_parquet(
     try:
         return pq.read_table(source)
     except (pa.ArrowException, OSError, ValueError) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise error(f"{source}: not a readable Parquet file ({detail}); expected {what}") from exc
+        raise error(
+            f"{source}: not a readable Parquet file ({first_line(exc)}); expected {what}"
+        ) from exc
 
 
 def read_table(path: str | Path) -> pa.Table:
