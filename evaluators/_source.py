@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from plangate.evaluators._globs import GLOB_CHARACTERS, hidden, read_with
+from plangate.evaluators._globs import hidden, read_with, wildcard
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
@@ -95,7 +95,7 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         given = uri.shown
         filesystem, files, base, single = find_objects(uri)
     else:
-        (files, base), single = _find_files(given), Path(given).is_file()
+        files, base, single = _find_files(given)
     found = TraceSource(
         given=given, files=tuple(files), rows=0, constants=(), single_file=single,
         filesystem=filesystem,
@@ -124,19 +124,23 @@ def _hive_keys(relative: str) -> dict[str, str | None]:
     return keys
 
 
-def _find_files(given: str) -> tuple[list[str], str | None]:
-    """The Parquet files named, sorted, and the folder their Hive partitions start from."""
+def _find_files(given: str) -> tuple[list[str], str | None, bool]:
+    """The Parquet files `given` names on disk, as `find_objects` finds a URI's.
+
+    Returns the files sorted, the folder their Hive partitions start from, and whether `given`
+    named one file.
+    """
     path = Path(given)
     if path.is_file():
-        return [given.rstrip("/")], None  # `t.parquet/` names the file (Path drops the slash)
+        return [given.rstrip("/")], None, True  # `t.parquet/` names the file (Path drops `/`)
     if path.is_dir():
         found = sorted(_in_folder(path))
         if not found:
             raise TraceTableError(
                 f"{given}: no .parquet file in this folder or below; expected a trace table"
             )
-        return found, given
-    if not any(c in given for c in GLOB_CHARACTERS):
+        return found, given, False
+    if not wildcard(given):
         raise TraceTableError(
             f"{given}: no such file or folder; expected a trace table (a .parquet file, a folder "
             "of them, or a glob)"
@@ -151,7 +155,7 @@ def _find_files(given: str) -> tuple[list[str], str | None]:
             f"{given}: matches no file, and no .parquet file in a folder it matches; expected "
             "Parquet trace tables"
         )
-    return sorted(matched), base
+    return sorted(matched), base, False
 
 
 def _in_folder(folder: Path) -> list[str]:
@@ -177,7 +181,7 @@ def would_read(given: str, path: str) -> bool:
     if Path(given).is_dir():
         folder = Path(os.path.abspath(given))
         return target.is_relative_to(folder) and not hidden(target.relative_to(folder))
-    if not any(c in given for c in GLOB_CHARACTERS):
+    if not wildcard(given):
         return False
     base = Path(os.path.abspath(_glob_base(given) or "."))
     if not target.is_relative_to(base) or hidden(target.relative_to(base)):
@@ -193,7 +197,7 @@ def would_read(given: str, path: str) -> bool:
 def _glob_base(pattern: str) -> str | None:
     """The folder above a glob's first wildcard: where Hive partition folders begin."""
     parts = Path(pattern).parts
-    fixed = next(i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARACTERS))
+    fixed = next(i for i, part in enumerate(parts) if wildcard(part))
     return str(Path(*parts[:fixed])) if fixed else None
 
 

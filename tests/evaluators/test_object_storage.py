@@ -376,7 +376,7 @@ def test_a_uri_finds_the_files_a_path_finds(
         given = "/".join([str(root), *pattern]) + ("/" if slash and pattern else "")
         on_disk = _found(lambda: _source._find_files(given))
         uri = StoreURI.parse(f"file://{quote(given, safe='/*[]!=')}")  # `b c` as `b%20c`
-        through_uri = _found(lambda: find_objects(uri)[1:3])  # type: ignore[arg-type]
+        through_uri = _found(lambda: find_objects(uri)[1:])  # type: ignore[arg-type]
         assert through_uri == on_disk, given
 
 
@@ -389,14 +389,14 @@ def planted(folder: Path, tree: list[tuple[list[str], str]]) -> Path:
     return root
 
 
-def _found(find: object) -> tuple[list[str], str | None] | str:
-    """What a finder gives: the files and the Hive base as paths, or that it found nothing."""
+def _found(find: object) -> tuple[list[str], str | None, bool] | str:
+    """What a finder gives (the files, the Hive base, whether one file), or "nothing"."""
     try:
-        files, base = find()  # type: ignore[operator]
+        files, base, single = find()  # type: ignore[operator]
     except TraceTableError:
         return "nothing"
     paths = [f.removeprefix("file://") for f in files]
-    return paths, str(Path(base)) if base else None
+    return paths, str(Path(base)) if base else None, single
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
