@@ -347,6 +347,8 @@ def test_plangate_eval_records_the_judge_beside_the_scores_and_replays_it(
         str(rubric),
         "--evaluator",
         "judge",
+        "--param",
+        "judge.jobs=1",  # one request at a time: the queued verdicts reach the turns in order
         "-o",
         str(scores),
     ]
