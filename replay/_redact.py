@@ -27,7 +27,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plangate.harness import ConfigError
 
@@ -74,6 +77,8 @@ _SUSPECT = re.compile(r"[A-Za-z0-9_+/=.:-]{16,}")
 """A candidate token: only a long unbroken run can be what the detectors find (private keys
 and URLs with passwords are plangate's own patterns)."""
 _HEX = re.compile(r"[0-9a-fA-F-]+")
+_IDS = "^[0-9a-fA-F-]*$"
+"""A whole text of hex digits and dashes, for Arrow (RE2): `_HEX` over a column."""
 _REMEMBERED = 100_000
 """Distinct texts a redactor remembers the answer for."""
 
@@ -130,7 +135,8 @@ class Redactor:
     def __init__(
         self, extra: Iterable[str] = (), *, environ: Mapping[str, str] | None = None
     ) -> None:
-        self.patterns: Sequence[re.Pattern[str]] = (*PATTERNS, *(_compile(p) for p in extra))
+        self.extra = tuple(_compile(p) for p in extra)
+        self.patterns: Sequence[re.Pattern[str]] = (*PATTERNS, *self.extra)
         self.literals = environment_secrets(environ)
         self._done: dict[str, str] = {}
         """Texts already redacted (traces repeat them: the same prompt in every model call)."""
@@ -166,17 +172,48 @@ class Redactor:
         return value
 
     def table(self, table: pa.Table) -> pa.Table:
-        """A table with every string column redacted."""
-        columns = {}
-        for name in table.column_names:
-            column = table.column(name)
-            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                column = pa.array(
-                    [self.text(v) if v is not None else None for v in column.to_pylist()],
-                    type=column.type,
-                )
-            columns[name] = column
-        return pa.Table.from_pydict(columns, schema=table.schema)
+        """A table with every string column redacted, each distinct text of a column once.
+
+        Tables repeat their texts (a span kind, a model, a prompt, a score's explanation), so
+        the cost follows the distinct texts, not the rows; a column with nothing to redact is
+        kept as it is.
+        """
+        columns = [
+            self._column(c) if pa.types.is_string(c.type) or pa.types.is_large_string(c.type)
+            else c
+            for c in table.columns
+        ]  # fmt: skip
+        return pa.Table.from_arrays(columns, schema=table.schema)
+
+    def _column(self, column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
+        encoded = column.combine_chunks().dictionary_encode()
+        distinct = encoded.dictionary
+        read = self._suspects(distinct)
+        texts = distinct.take(read).to_pylist()
+        changed = [
+            (at, clean) for at, text in enumerate(texts) if (clean := self.text(text)) != text
+        ]
+        if not changed:
+            return column
+        whole = distinct.to_pylist()
+        for at, clean in changed:
+            whole[read[at]] = clean
+        return pa.array(whole, column.type).take(encoded.indices)
+
+    def _suspects(self, distinct: pa.Array) -> npt.NDArray[np.int64]:
+        """The texts that may hold a secret, by position: all but ids, told column-wise.
+
+        A text of hex digits and dashes only (trace, span and call ids, UUIDs) holds none of
+        the built-in policy's secrets: each pattern needs a character outside that set, and the
+        detectors do not read hex tokens. It may hold an environment secret, which is looked
+        for; the user's own patterns may match anything, so with them every text is read.
+        """
+        if self.extra:
+            return np.arange(len(distinct), dtype=np.int64)
+        plain = pc.match_substring_regex(distinct, _IDS)
+        for literal in self.literals:
+            plain = pc.and_(plain, pc.invert(pc.match_substring(distinct, literal)))
+        return np.flatnonzero(~np.asarray(plain.fill_null(False), dtype=bool)).astype(np.int64)
 
 
 def _detected(value: str) -> str:

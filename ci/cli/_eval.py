@@ -173,7 +173,9 @@ def _parts(target: Path) -> Iterator[Callable[[pa.Table], None]]:
     def write(scores: pa.Table) -> None:
         nonlocal written
         with writing(target):
-            pq.write_table(redacted(scores), staging / f"part-{written:05d}.parquet")
+            pq.write_table(
+                default_redactor().table(scores), staging / f"part-{written:05d}.parquet"
+            )
         written += 1
 
     try:
@@ -198,7 +200,7 @@ def _one_file(target: Path) -> Iterator[Callable[[pa.Table], None]]:
         with writing(target):
             if not writers:
                 writers.append(pq.ParquetWriter(temporary, scores.schema))
-            writers[0].write_table(redacted(scores))
+            writers[0].write_table(default_redactor().table(scores))
 
     try:
         yield write
@@ -212,23 +214,6 @@ def _one_file(target: Path) -> Iterator[Callable[[pa.Table], None]]:
         for writer in writers:
             writer.close()
         temporary.unlink(missing_ok=True)
-
-
-def redacted(scores: pa.Table) -> pa.Table:
-    """The table with every string redacted, each distinct text once.
-
-    The policy of every table written (`write_parquet`), at the cost of the distinct texts:
-    score rows repeat their labels and explanations.
-    """
-    redactor = default_redactor()
-    columns = []
-    for column in scores.columns:
-        if pa.types.is_string(column.type):
-            encoded = column.combine_chunks().dictionary_encode()
-            clean = redactor.table(pa.table({"text": encoded.dictionary}))["text"]
-            column = clean.combine_chunks().take(encoded.indices)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=scores.schema)
 
 
 def _with_judge(args: argparse.Namespace, params: dict[str, dict[str, Any]]) -> dict[str, Any]:

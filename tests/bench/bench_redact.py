@@ -1,7 +1,8 @@
 """Redaction: what the one policy at every exit costs, against its own detectors run alone.
 
-The texts are a shipped golden's span table (our agent's traces) and the tau-bench corpus as
-imported (another team's). `plangate` is `Redactor.table` on the whole table with a fresh
+The texts are a shipped golden's span table (our agent's traces), the tau-bench corpus as
+imported (another team's), and the evaluators' bench table, whose trace and span ids make most
+of its distinct texts (as in production traces). `plangate` is `Redactor.table` on the whole table with a fresh
 redactor (nothing remembered); the peer is detect-secrets' detectors run over every distinct
 text of the same table, which is the detection part alone, without patterns, contexts or the
 rewrite.
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from rich.table import Table
 
 from plangate.replay import Redactor, import_traces
+from tests.bench.bench_evaluators import synthetic_table
 
 REPO = Path(__file__).resolve().parents[2]
 TAU = REPO.parent / "shared" / "corpus" / "tau-bench" / "gpt-4o-airline.json"
@@ -70,7 +72,7 @@ def _time(name: str, table: pa.Table) -> RedactTiming:
 
 
 def run_all() -> list[RedactTiming]:
-    """Both tables."""
+    """Every table."""
     tables = [
         (
             "observability-core spans",
@@ -79,6 +81,8 @@ def run_all() -> list[RedactTiming]:
     ]
     if TAU.exists():
         tables.append(("tau-bench, imported", import_traces("tau-bench", [TAU])))
+    spans, _ = synthetic_table(2_000, 20)
+    tables.append((f"evaluators' bench, {spans.num_rows:,} spans", spans))
     return [_time(name, table) for name, table in tables]
 
 

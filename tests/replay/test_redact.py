@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,6 +54,47 @@ def test_what_is_not_a_secret_stays(text: str) -> None:
 def test_redaction_is_idempotent(text: str) -> None:
     once = REDACTOR.text(text)
     assert REDACTOR.text(once) == once
+
+
+HEX_SECRET = "00f067aa0ba902b7c4"
+"""An environment secret of hex digits only: it looks like a span id, and is still a secret."""
+ID = "4bf92f3577b3deadbeef"
+"""An id, which the user's own pattern `dead` finds."""
+TEXTS = st.one_of(
+    st.none(),
+    st.sampled_from([*SECRETS.values(), ENVIRONMENT_SECRET, HEX_SECRET, f"id-{HEX_SECRET}", ID]),
+    st.text(alphabet="0123456789abcdefABCDEF-", max_size=40),  # ids: read by none of the patterns
+    st.text(alphabet=st.characters(codec="utf-8"), max_size=60),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.lists(TEXTS, max_size=12), min_size=1, max_size=3),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_table_is_redacted_as_each_of_its_texts_is(
+    chunks: list[list[str | None]], large: bool, own_pattern: bool
+) -> None:
+    """Column-wise (each distinct text once, ids not read) is the same as text by text."""
+    secrets = {"MY_SERVICE_TOKEN": ENVIRONMENT_SECRET, "HEX_TOKEN": HEX_SECRET}
+    patterns = ["ACME-\\d{6}", "dead"] if own_pattern else []  # the second reads an id
+    kind = pa.large_string() if large else pa.string()
+    column = pa.chunked_array([pa.array(chunk, kind) for chunk in chunks], kind)
+    table = pa.table({"text": column, "number": pa.array(range(len(column)))})
+    redacted = Redactor(patterns, environ=secrets).table(table)
+    one_by_one = Redactor(patterns, environ=secrets)
+    expected = [None if v is None else one_by_one.text(v) for v in column.to_pylist()]
+    assert redacted.schema == table.schema
+    assert redacted.column("text").to_pylist() == expected
+    assert redacted.column("number").equals(table.column("number"))
+
+
+def test_an_id_that_is_an_environment_secret_is_redacted_in_a_table() -> None:
+    spans = pa.table({"span_id": [HEX_SECRET, "00f067aa0ba902b7", None]})
+    redacted = Redactor(environ={"HEX_TOKEN": HEX_SECRET}).table(spans)
+    assert redacted.column("span_id").to_pylist() == ["[REDACTED]", "00f067aa0ba902b7", None]
 
 
 def test_a_redacted_span_keeps_the_count_of_attributes_its_sdk_dropped() -> None:
