@@ -42,9 +42,13 @@ from plangate.replay.schema import (
     STATUS_MESSAGE,
     STOP_REASON,
     TASK_ID,
+    TRACE_ID,
     TRIAL,
     TURN_INDEX,
 )
+
+_CONTINUED = pa.array(sorted({"awaiting_approval", *ERROR_STOP_REASONS}), pa.string())
+"""Stop reasons of an AGENT span whose turn goes on in another (approved, or resumed)."""
 
 EvaluatorFunction = Callable[..., "TurnScores | pd.DataFrame"]
 """`fn(frame: TraceFrame, rubrics: RubricSet, **params) -> TurnScores`, aligned with
@@ -145,11 +149,7 @@ def _table(spec: Evaluator, frame: TraceFrame, scores: TurnScores) -> pa.Table:
         passed[failed] = np.nan
         score[failed] = np.nan
         label = overlay(label, failed, [ERROR] * len(failed))
-        explanation = overlay(
-            explanation,
-            failed,
-            [f"not judged: the turn ended in an infrastructure error ({m})" for m in messages],
-        )
+        explanation = overlay(explanation, failed, messages)
     columns = frame.kept("registry.turn_columns", lambda: _turn_columns(frame)) | {
         EVALUATOR: strings(spec.name, turns),
         VERSION: pa.array(np.full(turns, spec.version, dtype=np.int32)),
@@ -175,18 +175,66 @@ def _turn_columns(frame: TraceFrame) -> dict[str, pa.Array]:
 
 
 def _failures(frame: TraceFrame) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Turns no evaluator may judge, and why: an infrastructure failure, or two runs in one."""
+    why = dict(zip(*_merged(frame), strict=True))
+    why.update(zip(*_infrastructure(frame), strict=True))
+    rows = sorted(why)
+    return np.asarray(rows, dtype=np.int64), [why[row] for row in rows]
+
+
+def _infrastructure(frame: TraceFrame) -> tuple[list[int], list[str]]:
     """Turns that ended in an infrastructure failure, and the failure's message for each."""
     reasons = frame.values(STOP_REASON, frame.turns.agent)
     failed = pc.is_in(reasons, value_set=pa.array(sorted(ERROR_STOP_REASONS), pa.string()))
     rows = np.flatnonzero(np.asarray(failed.fill_null(False).to_numpy(zero_copy_only=False)))
     if not len(rows):
-        return rows.astype(np.int64), []
+        return [], []
     status = frame.values(STATUS_MESSAGE, frame.turns.agent[rows]).to_pylist()
     reason = reasons.take(pa.array(rows)).to_pylist()
-    messages = [
+    details = [
         f"{r}: {m}" if isinstance(m, str) else str(r) for r, m in zip(reason, status, strict=True)
     ]
-    return rows.astype(np.int64), messages
+    return rows.tolist(), [
+        f"not judged: the turn ended in an infrastructure error ({d})" for d in details
+    ]
+
+
+def _merged(frame: TraceFrame) -> tuple[list[int], list[str]]:
+    """Turns that hold two runs: AGENT spans of several traces, each ending the turn.
+
+    A turn paused for approval, or cut short by an error, is continued in a new trace: its
+    earlier AGENT spans did not end it. Two that did are two runs under one key (a table
+    imported twice, or in parts whose turn numbers restart), and scoring them as one would
+    mix their evidence.
+    """
+    agents = frame.agents
+    several = agents.counts(len(frame.turns))[agents.turn] >= 2  # most turns have one
+    if not several.any():
+        return [], []
+    position, turn = agents.position[several], agents.turn[several]
+    reasons = frame.values(STOP_REASON, position)
+    ended = ~np.asarray(pc.is_in(reasons, value_set=_CONTINUED).fill_null(False), dtype=bool)
+    position, turn = position[ended], turn[ended]
+    trace = np.asarray(frame.values(TRACE_ID, position).dictionary_encode().indices, np.int64)
+    first = np.ones(len(turn), dtype=bool)
+    first[1:] = turn[1:] != turn[:-1]
+    runs = np.diff(np.append(np.flatnonzero(first), len(turn)))
+    rows = np.unique(turn[trace != np.repeat(trace[first], runs)])
+    flagged = np.isin(turn, rows)
+    held: dict[int, dict[str, None]] = {int(row): {} for row in rows}
+    named = frame.values(TRACE_ID, position[flagged]).to_pylist()
+    for row, trace_id in zip(turn[flagged].tolist(), named, strict=True):
+        held[row][trace_id] = None
+    return rows.tolist(), [_two_runs(list(traces)) for traces in held.values()]
+
+
+def _two_runs(traces: list[str]) -> str:
+    shown = ", ".join(traces[:3]) + (", …" if len(traces) > 3 else "")
+    return (
+        f"not judged: the turn holds {len(traces)} runs, each ending it (AGENT spans of traces "
+        f"{shown}); a table imported twice, or in parts whose turn numbers restart, puts two "
+        "runs under one key: give each run its own session_id or turn_index"
+    )
 
 
 def _from_rows(result: pd.DataFrame) -> TurnScores:

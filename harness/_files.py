@@ -86,12 +86,17 @@ def check_output(path: str | Path, *, force: bool, what: str, marker: str | None
 
     Raises:
         OutputError: `path` exists and `force` is false; or it exists but is not such an output
-            (a file where a folder goes, a folder where a file goes, a folder of other files),
-            which even `force` does not replace.
+            (a file where a folder goes, a folder where a file goes, a folder of other files,
+            a device such as `/dev/null`), which even `force` does not replace.
     """
     target = Path(path)
     if not target.exists():
         return target
+    if not target.is_file() and not target.is_dir():
+        raise OutputError(
+            f"{target}: is not a file nor a folder (a device, a pipe or a socket), which an "
+            f"output written whole and renamed into place would replace; give a path for {what}"
+        )
     if marker is None and target.is_dir():
         raise OutputError(f"{target}: is a folder; {what} is a file: give a file path")
     if marker is not None:

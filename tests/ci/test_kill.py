@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -231,3 +233,27 @@ def test_a_file_is_never_replaced_by_a_dataset_folder(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "is a file; a golden dataset is a folder" in done.stderr
     assert fingerprint(table) == before
+
+
+@pytest.mark.parametrize("command", ["eval", "import", "export", "dataset from-traces"])
+def test_an_output_that_is_a_device_or_a_pipe_is_never_replaced(
+    command: str, tmp_path: Path
+) -> None:
+    """`-o /dev/null --force` once replaced the device with a file: a pipe stands in for it."""
+    table = tmp_path / "t.parquet"
+    replayed_table(table)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    argv = {
+        "eval": ["eval", str(table)],
+        "import": ["import", "tau-bench", "x.json"],
+        "export": ["export", "atif", str(table)],
+        "dataset from-traces": ["dataset", "from-traces", str(table)],
+    }[command]
+    done = subprocess.run(
+        [sys.executable, "-m", "plangate", *argv, "-o", str(pipe), "--force"],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "a device, a pipe or a socket" in done.stderr
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)

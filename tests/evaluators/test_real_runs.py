@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
@@ -70,3 +72,38 @@ def test_churner_is_flagged_for_bookkeeping() -> None:
     scores, _ = run("churner", "alyx")
     assert scores["plan_adherence"]["label"] == "bookkeeping"
     assert scores["task_completion"]["passed"]
+
+
+def test_a_turn_approved_in_a_second_trace_is_judged_and_two_runs_of_one_turn_are_not() -> None:
+    """An approved plan goes on in a new trace; a second run under the same key is an error."""
+    domain = get_domain("observability")
+    provider, exporter = trace_table_provider()
+    agent = Agent(
+        model=SimulatedModel("diligent", domain.tasks),
+        variant=load_variant("flux-review"),
+        tools=domain.make_tools,
+        instructions=domain.instructions,
+        tracer_provider=provider,
+    )
+    session = agent.session("reviewed")
+
+    async def propose_then_approve() -> None:
+        await session.run_turn(domain.demo_request)
+        await session.approve()
+
+    asyncio.run(propose_then_approve())
+    table = exporter.table()
+    agents = table.filter(pc.equal(table["span_kind"], "AGENT"))
+    assert agents["stop_reason"].to_pylist() == ["awaiting_approval", "finished"]
+    assert len(set(agents["trace_id"].to_pylist())) == 2  # one turn, two traces
+    once = evaluate(table)
+    assert "error" not in once["outcome"].to_pylist()
+
+    again = table  # the same run under new ids: as if imported twice
+    for column in ("trace_id", "span_id", "parent_span_id"):
+        renamed = pc.binary_join_element_wise(table[column], "-again", "")
+        again = again.set_column(again.schema.get_field_index(column), column, renamed)
+    twice = evaluate(pa.concat_tables([table, again.cast(table.schema)]))
+    assert set(twice["outcome"].to_pylist()) == {"error"}
+    said = twice["explanation"][0].as_py()
+    assert said.startswith("not judged: the turn holds 2 runs, each ending it (AGENT spans of ")
