@@ -232,8 +232,16 @@ def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
 
 
 def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
-    """Check a file's columns; return the trace columns its partition keys give, typed."""
-    constants = {name: value for name, value in keys.items() if name in TRACE_COLUMNS}
+    """Check a file's columns; return the trace columns its partition keys give, typed.
+
+    A key gives a column the file lacks: a column the file has is its own, whatever a folder
+    above it is named (`session_id=x/` over files of many sessions).
+    """
+    constants = {
+        name: value
+        for name, value in keys.items()
+        if name in TRACE_COLUMNS and name not in schema.names
+    }
     missing = [
         c
         for c in TRACE_COLUMNS

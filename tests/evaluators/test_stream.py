@@ -236,6 +236,17 @@ def test_hive_partitions_and_globs(tmp_path: Path) -> None:
         assert batch.equals(expected)
 
 
+def test_a_folder_named_after_a_column_the_files_have_does_not_rewrite_it(tmp_path: Path) -> None:
+    """`session_id=x/` over files of many sessions: each row keeps its own session."""
+    table = traces(40, 2)
+    for name, half in (("x", table.slice(0, 200)), ("y", table.slice(200))):
+        folder = tmp_path / f"session_id={name}"
+        folder.mkdir()
+        pq.write_table(half, folder / "part-0.parquet")
+    read = pa.concat_tables(session_batches(tmp_path))
+    assert sorted(read["session_id"].to_pylist()) == sorted(table["session_id"].to_pylist())
+
+
 def test_a_file_named_with_a_slash_after_it_is_that_file(tmp_path: Path) -> None:
     """`t.parquet/` (a shell's completion, say) names the file: read, not an internal error."""
     pq.write_table(traces(4, 1), tmp_path / "t.parquet")
