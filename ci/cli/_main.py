@@ -8,7 +8,10 @@ One exit-code contract for every command:
 - 2: unusable input (an unknown variant, a malformed or unreadable file, a model endpoint that
   kept failing, a gate that cannot decide), with one line that names it;
 - 3: an internal error: one line, and the path of a log file that holds the traceback;
-- 130: interrupted (Ctrl-C), one line.
+- 130: interrupted (Ctrl-C), one line; 143: terminated (SIGTERM: `kill`, `timeout`, a CI job
+  cancelled), one line, after the same cleaning up;
+- 141: the reader of the output went away (`plangate eval … | head`), silently, as a
+  program that SIGPIPE ends.
 
 Never a traceback on the terminal. Each command's handler module is imported only when that
 command runs, so a command pays only for what it uses (`plangate run` never loads pandas).
@@ -19,7 +22,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
@@ -31,6 +36,8 @@ from plangate.harness import PlangateError
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_TERMINATED = 143
 LOG_FOLDER_VARIABLE = "PLANGATE_LOG_DIR"
 """Where internal-error logs go (default: `plangate` in the system's temporary folder)."""
 
@@ -81,8 +88,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is: it unwinds (and cleans up) as Ctrl-C does."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `plangate` command line; returns the exit code."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)  # only the main thread takes signals (a test's thread, say)
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         verb = getattr(args, f"{args.command}_command", None)
@@ -94,9 +119,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlangateError as exc:
         print(f"plangate: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("plangate: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"plangate: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Nobody reads what is left to print; Python's own last flush must not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
         if exc.filename is None:
             return _internal(exc)

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from plangate.replay import read_table, validate_dataset
@@ -257,3 +258,62 @@ def test_an_output_that_is_a_device_or_a_pipe_is_never_replaced(
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "a device, a pipe or a socket" in done.stderr
     assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+TERMINATOR = """
+import os, signal, sys
+import pyarrow.parquet as pq
+
+real, count = pq.write_table, [0]
+
+def write_then_terminated(*args, **kwargs):
+    count[0] += 1
+    if count[0] == 2:  # the second part of the scores: the spill and the staging exist
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(*args, **kwargs)
+
+pq.write_table = write_then_terminated
+from plangate.ci.cli._main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
+    """`kill`, `timeout` or a cancelled CI job: no spill, no staging left; the old scores kept."""
+    rows = pq.read_table(REPO / "datasets" / "third-party" / "spans.parquet")
+    source = tmp_path / "traces"
+    source.mkdir()
+    for part in (0, 1):  # every session in both files: they are gathered through a spill
+        pq.write_table(rows.take(list(range(part, rows.num_rows, 2))), source / f"{part}.parquet")
+    scores, temporary = tmp_path / "scores", tmp_path / "tmp"
+    temporary.mkdir()
+    argv = ["eval", str(source), "-o", str(scores), "--batch-rows", "5"]
+    assert (
+        subprocess.run([sys.executable, "-m", "plangate", *argv], capture_output=True).returncode
+        == 0
+    )
+    before = fingerprint(scores)
+    done = subprocess.run(
+        [sys.executable, "-c", TERMINATOR, *argv, "--force"],
+        capture_output=True, text=True, env={**os.environ, "TMPDIR": str(temporary)},
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (143, "plangate: terminated\n")
+    assert fingerprint(scores) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores", "tmp", "traces"]
+    assert list(temporary.iterdir()) == []
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`plangate eval … | head`: the pipe closes before the summary is printed."""
+    table = tmp_path / "t.parquet"
+    replayed_table(table)
+    with (tmp_path / "stderr").open("w+b") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "plangate", "eval", str(table), "--json"],
+            stdout=subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        assert process.stdout is not None
+        process.stdout.close()  # nobody reads
+        assert process.wait(timeout=120) == 141
+        stderr.seek(0)
+        assert stderr.read() == b""
