@@ -53,7 +53,13 @@ from plangate.evaluators._rubric import (
     rubric_from_dict,
     rubrics_from_dict,
 )
-from plangate.evaluators._source import TraceSource, checked_chunks, trace_source, would_read
+from plangate.evaluators._source import (
+    TraceSource,
+    checked_chunks,
+    text_located,
+    trace_source,
+    would_read,
+)
 from plangate.evaluators._stream import (
     DEFAULT_BATCH_ROWS,
     Engine,
@@ -96,6 +102,7 @@ __all__ = [
     "score_batches",
     "session_batches",
     "task_outcomes",
+    "text_located",
     "trace_source",
     "would_read",
 ]

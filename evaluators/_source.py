@@ -317,6 +317,31 @@ def duplicate_located(source: TraceSource, error: DuplicateSpanError) -> TraceTa
     return error
 
 
+def text_located(source: TraceSource, error: UnicodeDecodeError) -> TraceTableError:
+    """A text that is not UTF-8, as Parquet's strings must be, named by its file, row, column.
+
+    Looked for only once reading one has failed: checking every text of every batch would cost
+    a quarter of the evaluators' time.
+    """
+    texts = [name for name in TRACE_COLUMNS if pa.types.is_string(SCHEMA.field(name).type)]
+    for path, offset, chunk in chunks(source, texts):
+        for name in texts:
+            try:
+                chunk[name].validate(full=True)
+                continue
+            except pa.ArrowInvalid:
+                pass
+            for row, data in enumerate(chunk[name].cast(pa.binary()).to_pylist()):
+                try:
+                    (data or b"").decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    return TraceTableError(
+                        f"{path}: row {offset + row}, column {name!r} is not UTF-8 text "
+                        f"({bad.reason} at byte {bad.start}); write its texts as UTF-8"
+                    )
+    return TraceTableError(f"{source.given}: a text is not UTF-8 ({first_line(error)})")
+
+
 def checked_chunks(source: TraceSource, check: bool = True) -> Iterator[pa.Table]:
     """Every row in order, `READ_ROWS` at a time, each chunk checked as it comes (`check`).
 

@@ -27,9 +27,12 @@ from plangate.evaluators import (
     DEFAULT_BATCH_ROWS,
     SCORE_SCHEMA,
     EvaluatorError,
+    RubricSet,
+    TraceSource,
     evaluators,
     object_uri,
     score_batches,
+    text_located,
     trace_source,
     would_read,
 )
@@ -79,6 +82,19 @@ def score_table(args: argparse.Namespace) -> int:
         _check_scores_out(args.output, args.force, parted=parted)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
     params = _with_judge(args, _params(args.param))
+    try:
+        return _scored_and_shown(args, source, rubrics, params, parted)
+    except UnicodeDecodeError as exc:  # a text that is not UTF-8, named only now
+        raise text_located(source, exc) from exc
+
+
+def _scored_and_shown(
+    args: argparse.Namespace,
+    source: TraceSource,
+    rubrics: RubricSet | None,
+    params: dict[str, Any],
+    parted: bool,
+) -> int:
     builder = SummaryBuilder()
     began = time.perf_counter()
     show = sys.stderr.isatty() and not args.json

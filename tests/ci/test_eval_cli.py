@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from plangate.replay import otlp_json_from_spans
+from tests.conftest import REPO
 from tests.helpers import plangate
 
 
@@ -209,3 +211,23 @@ def test_plangate_run_does_not_pay_for_pandas(argv: list[str]) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.strip().endswith("False False"), done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("column", ["session_id", "span_kind"])
+def test_a_text_that_is_not_utf8_is_named_by_file_row_and_column(
+    column: str, tmp_path: Path
+) -> None:
+    """Parquet's strings are UTF-8; one that is not is bad input (2), never an internal error."""
+    table = pq.read_table(REPO / "datasets" / "third-party" / "spans.parquet")
+    row = next(i for i, v in enumerate(table[column].to_pylist()) if v)  # a row that has one
+    raw = table[column].combine_chunks().cast(pa.binary()).to_pylist()
+    raw[row] = raw[row][:3] + b"\xff" + raw[row][3:]
+    index = table.schema.get_field_index(column)
+    broken = table.set_column(index, column, pa.array(raw, pa.binary()).view(pa.string()))
+    pq.write_table(broken, tmp_path / "t.parquet")
+    done = plangate("eval", str(tmp_path / "t.parquet"), "-o", str(tmp_path / "scores.parquet"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"plangate: error: {tmp_path / 't.parquet'}: row {row}, column {column!r} is not UTF-8 "
+        "text (invalid start byte at byte 3); write its texts as UTF-8\n"
+    )
