@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from plangate.evaluators._globs import hidden, read_with, wildcard
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
+from plangate.evaluators._types import as_type, castable
 from plangate.replay.schema import (
     ATTRIBUTE_FIELDS,
     ATTRIBUTES,
@@ -42,7 +43,6 @@ from plangate.replay.schema import (
     attribute_columns,
     first_line,
     missing_columns,
-    other_types,
     validate_table,
 )
 
@@ -249,8 +249,16 @@ def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict
     ]  # a file of schema version 1 has no attribute fields' columns: they are read when it is
     if missing:
         raise TraceTableError(f"{path}: not a trace table: {missing_columns(missing, SCHEMA)}")
-    if wrong := other_types(schema, SCHEMA, TRACE_COLUMNS):
-        raise TraceTableError(f"{path}: {wrong}")
+    wrong = [
+        f"{name!r} is {schema.field(name).type}, expected {SCHEMA.field(name).type}"
+        for name in TRACE_COLUMNS
+        if name in schema.names and not castable(schema.field(name).type, SCHEMA.field(name).type)
+    ]
+    if wrong:
+        raise TraceTableError(
+            f"{path}: column{'s' * (len(wrong) > 1)} {'; '.join(wrong)}; write "
+            f"{'them' if len(wrong) > 1 else 'it'} as that type"
+        )
     for name, value in constants.items():
         try:
             constants[name] = pa.scalar(value).cast(SCHEMA.field(name).type)
@@ -290,7 +298,10 @@ def _file_columns(
         if older and ATTRIBUTES not in stored:  # schema version 1: read from attributes
             stored.append(ATTRIBUTES)
         for batch in reader.iter_batches(batch_size=READ_ROWS, columns=stored):
-            found = dict(zip(stored, batch.columns, strict=True))
+            found = {
+                name: as_type(column, SCHEMA.field(name).type, path, name)
+                for name, column in zip(stored, batch.columns, strict=True)
+            }
             if older:
                 found.update(attribute_columns(found[ATTRIBUTES]))
             yield [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 import sys
 import tempfile
 import types
@@ -14,6 +13,7 @@ from unittest import mock
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -263,15 +263,17 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
     (tmp_path / "empty" / "notes.txt").write_text("no tables here")
     pq.write_table(pa.table({"a": [1]}), tmp_path / "other.parquet")
     (tmp_path / "text.parquet").write_text("not parquet")
-    narrow = traces(4, 1).cast(SCHEMA.set(1, pa.field("turn_index", pa.int64())))
-    pq.write_table(narrow, tmp_path / "wide.parquet")
+    table = traces(4, 1)
+    texts = table.set_column(1, "turn_index", table["turn_index"].cast(pa.string()))
+    pq.write_table(texts, tmp_path / "text-turns.parquet")
     cases = {
         f"{tmp_path}/nothing-*.parquet": "matches no file",
         str(tmp_path / "missing"): "no such file or folder",
         str(tmp_path / "empty"): "no .parquet file in this folder",
         str(tmp_path / "other.parquet"): r"not a trace table: missing \d\d columns \(session_id, ",
         str(tmp_path / "text.parquet"): "not a readable Parquet file",
-        str(tmp_path / "wide.parquet"): "column 'turn_index' is int64, expected int32",
+        str(tmp_path / "text-turns.parquet"): "column 'turn_index' is string, expected int32; "
+        "write it as that type",
     }
     for source, message in cases.items():
         with pytest.raises(TraceTableError, match=message) as caught:
@@ -279,19 +281,61 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
         assert str(caught.value).startswith(source.split("*")[0])
 
 
-def test_every_column_of_another_type_is_named_in_the_one_line(tmp_path: Path) -> None:
-    # As a round trip through another tool leaves a table: wider strings, wider integers.
-    table = traces(4, 1)
-    wider = SCHEMA.set(0, pa.field("session_id", pa.large_string()))
-    wider = wider.set(1, pa.field("turn_index", pa.int64()))
-    pq.write_table(table.cast(wider), tmp_path / "round-trip.parquet")
-    expected = (
-        "round-trip.parquet: columns 'session_id' is large_string, expected string; "
-        "'turn_index' is int64, expected int32; cast the table to plangate.replay.schema.SCHEMA"
+OTHER_TYPES = {
+    "string": [pa.large_string(), pa.string_view(), pa.dictionary(pa.int32(), pa.string())],
+    "int32": [pa.int64(), pa.int16(), pa.uint16(), pa.float64()],
+    "int64": [pa.int32(), pa.uint32(), pa.float64()],
+    "double": [pa.float32()],
+    "timestamp[us, tz=UTC]": [
+        pa.timestamp("ns", "UTC"), pa.timestamp("ms", "UTC"), pa.timestamp("us"),
+        pa.timestamp("ns", "Europe/Paris"),
+    ],
+}  # fmt: skip
+"""What other tools write where the schema has a type (pandas, Spark, DuckDB, Polars)."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_columns_another_tool_wrote_in_other_types_are_read_as_the_schemas(
+    data: st.DataObject,
+) -> None:
+    """Each column in some type another tool writes it in: read as the schema's, row for row."""
+    table = _whole_milliseconds(traces(6, 2))  # what each of the types holds exactly
+    reward = pa.array([0.5, None] * (table.num_rows // 2), pa.float64())
+    table = table.set_column(SCHEMA.get_field_index("reward"), "reward", reward)
+    wanted = pa.schema(
+        pa.field(f.name, data.draw(st.sampled_from([f.type, *OTHER_TYPES[str(f.type)]]), f.name))
+        for f in SCHEMA
     )
-    with pytest.raises(TraceTableError, match=re.escape(expected)):
-        trace_source(tmp_path)
-    with pytest.raises(TraceTableError, match=re.escape(expected.split(": ", 1)[1])):
+    with tempfile.TemporaryDirectory() as folder:
+        pq.write_table(table.cast(wanted), Path(folder) / "other-tool.parquet")
+        read = pa.concat_tables(session_batches(Path(folder)))
+    assert read.equals(table)
+
+
+def _whole_milliseconds(table: pa.Table) -> pa.Table:
+    for name in ("start_time", "end_time"):
+        at = SCHEMA.get_field_index(name)
+        micros = pc.cast(table[name], pa.int64())
+        whole = pc.multiply(pc.divide(micros, 1000), 1000).cast(pa.timestamp("us", "UTC"))
+        table = table.set_column(at, name, whole)
+    return table
+
+
+def test_a_value_that_does_not_fit_the_schemas_type_is_named_with_its_column(
+    tmp_path: Path,
+) -> None:
+    table = traces(4, 1)
+    halves = pc.divide(table["turn_index"].cast(pa.float64()), 2.0)  # 0.5: not a turn number
+    pq.write_table(table.set_column(1, "turn_index", halves), tmp_path / "halves.parquet")
+    with pytest.raises(TraceTableError) as caught:
+        pa.concat_tables(session_batches(tmp_path))
+    assert str(caught.value).startswith(
+        f"{tmp_path / 'halves.parquet'}: column 'turn_index' is double and a value does not fit "
+        "int32 ("
+    )
+    wider = SCHEMA.set(1, pa.field("turn_index", pa.int64()))  # in memory: the caller casts
+    with pytest.raises(TraceTableError, match="cast the table to plangate.replay.schema.SCHEMA"):
         validate_table(table.cast(wider))
 
 
