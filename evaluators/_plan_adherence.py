@@ -43,7 +43,7 @@ from plangate.evaluators._frame import TraceFrame, Turns
 from plangate.evaluators._plan_components import Limits, verdicts
 from plangate.evaluators._plan_evidence import Calls, Snapshots, tally
 from plangate.evaluators._plan_items import Bools, Ints, changes, items_of, parse_entries
-from plangate.evaluators._registry import evaluator
+from plangate.evaluators._registry import evaluator, number_param
 from plangate.evaluators._rubric import RubricSet
 from plangate.replay.schema import (
     CONTROL_TOOLS,
@@ -77,7 +77,10 @@ def plan_adherence(
     Returns:
         Every turn's verdict.
     """
-    limits = Limits(max_bookkeeping_ratio, min_tracked_share)
+    limits = Limits(
+        number_param("plan_adherence", "max_bookkeeping_ratio", max_bookkeeping_ratio, low=0),
+        number_param("plan_adherence", "min_tracked_share", min_tracked_share, low=0, high=1),
+    )
     expected = plan_expected(frame.turns, rubrics)
     session = _sessions(frame.turns)
     snapshots = _snapshots(frame, session)

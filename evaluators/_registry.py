@@ -6,6 +6,7 @@ which the package's `__init__` does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,26 @@ order)."""
 
 class EvaluatorError(PlangateError):
     """An unknown evaluator or a bad parameter."""
+
+
+def number_param(
+    evaluator_name: str, name: str, value: Any, low: float = -math.inf, high: float = math.inf
+) -> float:
+    """A parameter that must be a finite number in [low, high] (not NaN, nor true/false)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        bounds = " and ".join(
+            [f">= {low:g}"] * math.isfinite(low) + [f"<= {high:g}"] * math.isfinite(high)
+        )
+        raise EvaluatorError(
+            f"evaluator {evaluator_name!r}: {name!r} must be a finite number"
+            f"{f' {bounds}' if bounds else ''}, not {value!r}"
+        )
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -234,8 +234,8 @@ def rubric_from_dict(data: Mapping[str, Any], where: str = "rubric") -> Rubric:
             _answer(a, f"{where}.answer[{i}]") for i, a in enumerate(data.get("answer", ()))
         ),
         plan_expected=_optional(data, "plan_expected", bool, where),
-        max_seconds=_optional(data, "max_seconds", (int, float), where),
-        max_iterations=_optional(data, "max_iterations", int, where),
+        max_seconds=_budget(data, "max_seconds", (int, float), where),
+        max_iterations=_budget(data, "max_iterations", int, where),
         max_tokens=_budget(data, "max_tokens", int, where),
         max_cost=_budget(data, "max_cost", (int, float), where),
         judge=_judge(data["judge"], f"{where}.judge") if data.get("judge") is not None else None,

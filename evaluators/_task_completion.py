@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from plangate.evaluators._columns import Floats, TurnScores, overlay, quoted, text
 from plangate.evaluators._frame import Ints, TraceFrame
-from plangate.evaluators._registry import evaluator
+from plangate.evaluators._registry import evaluator, number_param
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators._task_completion_evidence import (
     Check,
@@ -71,7 +71,9 @@ def task_completion(
     frame: TraceFrame, rubrics: RubricSet, reward_threshold: float = 1.0
 ) -> TurnScores:
     """Did the turn finish with every plan item closed and its rubric met (or source reward)."""
+    reward_threshold = number_param("task_completion", "reward_threshold", reward_threshold)
     reward = np.asarray(agent_values(frame, REWARD).to_numpy(zero_copy_only=False), np.float64)
+    reward = np.where(np.isinf(reward), np.nan, reward)  # ±inf: no reward a source gives
     judged = np.isnan(reward)
     plans = last_plans(frame, judged)
     ending = endings(frame, judged)

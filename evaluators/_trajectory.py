@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from plangate.evaluators._columns import Floats, TurnScores, dumps, json_objects, overlay, strings
 from plangate.evaluators._frame import Ints, TraceFrame
-from plangate.evaluators._registry import evaluator
+from plangate.evaluators._registry import EvaluatorError, evaluator
 from plangate.evaluators._rubric import RubricSet
 from plangate.evaluators._trajectory_calls import Judged
 from plangate.evaluators._trajectory_codes import (
@@ -77,6 +77,15 @@ def trajectory_match(
     Returns:
         The verdict of every turn.
     """
+    if (
+        not isinstance(ignore_tools, Iterable)
+        or isinstance(ignore_tools, str)
+        or not all(isinstance(t, str) for t in ignore_tools)
+    ):
+        raise EvaluatorError(
+            f"evaluator 'trajectory_match': 'ignore_tools' must be a list of tool names, not "
+            f"{ignore_tools!r}"
+        )
     turns = len(frame.turns)
     if not rubrics.uses("required_tools"):  # nothing to compare: no call is looked at
         return _not_applicable(strings('{"calls": 0, "ignored_calls": 0}', turns), turns)
