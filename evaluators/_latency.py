@@ -85,6 +85,9 @@ def _times(frame: TraceFrame) -> Times:
     turns = len(frame.turns)
     start, start_known = _micros(frame, START_TIME)
     end, end_known = _micros(frame, END_TIME)
+    inverted = start_known & end_known & (end < start)  # a clock stepped back: no time known
+    if inverted.any():
+        start_known, end_known = start_known & ~inverted, end_known & ~inverted
     duration = np.where(start_known & end_known, seconds_between(start, end), np.nan)
     agent = frame.turns.agent
     agent_wall = np.where(agent >= 0, duration[agent] if len(duration) else np.nan, np.nan)
@@ -169,6 +172,8 @@ def _sums(ufunc: np.ufunc, values: npt.NDArray[Any], counts: Ints, dtype: type) 
 def _tokens(frame: TraceFrame, name: str, counts: Ints) -> pa.Array:
     """A token count summed over each turn's LLM spans (int64), null where none has one."""
     numbers, counted = _integers(frame.values(name, frame.llms.position).cast(pa.int64()))
+    if (numbers < 0).any():  # a count below zero is none (as `tokens` reads it)
+        counted, numbers = counted & (numbers >= 0), np.maximum(numbers, 0)
     totals = _sums(np.add, numbers, counts, np.int64)
     has = _sums(np.logical_or, counted, counts, np.bool_)
     return pa.array(totals, pa.int64(), mask=~has)

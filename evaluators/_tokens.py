@@ -181,6 +181,9 @@ def _usage(frame: TraceFrame) -> Usage:
     turns, llms = len(frame.turns), frame.llms
     prompt = frame.numbers(TOKENS_PROMPT, llms.position)
     completion = frame.numbers(TOKENS_COMPLETION, llms.position)
+    garbled = (prompt < 0) | (completion < 0)  # no model call returns a count below zero:
+    if garbled.any():  # such a call has no counts, as one that recorded none
+        prompt, completion = (np.where(garbled, np.nan, c) for c in (prompt, completion))
     cached, recorded, provider = _attributes(frame, llms.position)
     calls = llms.counts(turns)
     prompt_sum = _turn_sums(prompt, llms.turn, calls)
