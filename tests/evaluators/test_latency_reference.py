@@ -53,9 +53,17 @@ def micros(at: datetime | None) -> int | None:
     return None if at is None else (at - EPOCH) // timedelta(microseconds=1)
 
 
+def times(span: Span) -> tuple[int | None, int | None]:
+    """A span's start and end in µs; neither where it ends before it starts (no time known)."""
+    start, end = micros(span["start_time"]), micros(span["end_time"])
+    if start is not None and end is not None and end < start:
+        return None, None
+    return start, end
+
+
 def seconds(span: Span) -> float | None:
     """pandas' `total_seconds` of end minus start: whole seconds plus the rest over 1e6."""
-    start, end = micros(span["start_time"]), micros(span["end_time"])
+    start, end = times(span)
     return None if start is None or end is None else total_seconds(end - start)
 
 
@@ -87,8 +95,8 @@ def judge_turn(spans: list[Span], rubric: Rubric | None, compensated: dict[str, 
     """The verdict on one turn, its spans in turn order."""
     agent = next((s for s in spans if s["span_kind"] == "AGENT"), None)
     agent_wall = None if agent is None else seconds(agent)
-    starts = [at for at in (micros(s["start_time"]) for s in spans) if at is not None]
-    ends = [at for at in (micros(s["end_time"]) for s in spans) if at is not None]
+    starts = [at for at, _ in map(times, spans) if at is not None]
+    ends = [at for _, at in map(times, spans) if at is not None]
     span_wall = total_seconds(max(ends) - min(starts)) if starts and ends else None
     wall = agent_wall if agent_wall is not None else span_wall
     parts: dict[str, float | None] = {}
