@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import NoReturn, cast
 
 from plangate.ci.cli._arguments import add_commands
 from plangate.ci.cli._flags import ENDPOINT_FLAGS
@@ -75,9 +75,16 @@ parsed arguments and returns the exit code."""
 Handler = Callable[[argparse.Namespace], int]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line (the usage is a `--help` away), as every error is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of `plangate`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="plangate", description="Evaluation and regression harness for LLM planning agents."
     )
     parser.add_argument(

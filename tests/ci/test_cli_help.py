@@ -114,3 +114,15 @@ def test_the_parsers_own_lists_match_the_library() -> None:
 
     assert TOOLS == TOOL_SOURCES
     assert all(model in REPLAY_MODEL for model in CASSETTE_MODELS)
+
+
+@pytest.mark.parametrize("path", sorted(PARSERS), ids=lambda p: " ".join(p) or "plangate")
+def test_a_mistake_in_the_arguments_is_one_line_for_every_command(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*path, "--no-such-flag"])
+    assert exited.value.code == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith("plangate") and ": error: " in said
+    assert said.endswith(" --help)\n")  # the usage is a --help away
