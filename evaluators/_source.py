@@ -37,6 +37,7 @@ from plangate.replay.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     SPAN_ID,
+    SPAN_ONCE,
     TRACE_ID,
     DuplicateSpanError,
     TraceTableError,
@@ -323,7 +324,8 @@ def duplicate_located(source: TraceSource, error: DuplicateSpanError) -> TraceTa
         places += [f"{path}: row {offset + int(row)}" for row in rows]
         if len(places) >= 2:
             return TraceTableError(
-                f"{places[0]} and {places[1]} have the same trace_id/span_id {f'{trace}/{span}'!r}"
+                f"{places[0]} and {places[1]} have the same trace_id/span_id "
+                f"{f'{trace}/{span}'!r}; {SPAN_ONCE}"
             )
     return error
 

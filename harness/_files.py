@@ -89,8 +89,13 @@ def check_output(path: str | Path, *, force: bool, what: str, marker: str | None
             (a file where a folder goes, a folder where a file goes, a folder of other files,
             a device such as `/dev/null`), which even `force` does not replace.
     """
+    if not str(path).strip():
+        raise OutputError(f"an empty path where {what} goes; give a path")
     target = Path(path)
     if not target.exists():
+        above = next((p for p in target.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise OutputError(f"{above}: is a file, so {target} cannot be made below it")
         return target
     if not target.is_file() and not target.is_dir():
         raise OutputError(

@@ -375,6 +375,10 @@ def _not_allowed(
     )
 
 
+SPAN_ONCE = "a span is one row: drop the copy (a file given twice, or spans exported twice)"
+"""What to do about two rows of one span."""
+
+
 def _check_unique_spans(table: pa.Table, where: str, first_row: int = 0) -> None:
     span_ids = _one_chunk(table.column(SPAN_ID))
     if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
@@ -394,7 +398,7 @@ def _check_unique_spans(table: pa.Table, where: str, first_row: int = 0) -> None
         if key in seen:
             raise DuplicateSpanError(
                 f"{where}: rows {first_row + seen[key]} and {first_row + index} have the same "
-                f"trace_id/span_id {'/'.join(key)!r}",
+                f"trace_id/span_id {'/'.join(key)!r}; {SPAN_ONCE}",
                 key,
             )
         seen[key] = index

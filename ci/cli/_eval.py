@@ -72,13 +72,13 @@ def score_table(args: argparse.Namespace) -> int:
     score file; a folder or a glob gives a folder of parts, one per batch.
     """
     on_disk = object_uri(args.table) is None
-    if args.output:
+    if args.output is not None:
         _outside_source(args.table, args.output)
         if on_disk:  # before any work; a URI's files are known once listed
             _check_scores_out(args.output, args.force, parted=not Path(args.table).is_file())
     source = trace_source(args.table)
     parted = not source.single_file
-    if args.output and not on_disk:
+    if args.output is not None and not on_disk:
         _check_scores_out(args.output, args.force, parted=parted)
     rubrics = rubrics_at(args.rubric) if args.rubric else None
     params = _with_judge(args, _params(args.param))

@@ -317,3 +317,20 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
         assert process.wait(timeout=120) == 141
         stderr.seek(0)
         assert stderr.read() == b""
+
+
+def test_an_output_path_that_cannot_be_one_is_named(tmp_path: Path) -> None:
+    table = REPO / "datasets" / "third-party" / "spans.parquet"
+    (tmp_path / "a-file").write_text("keep me", encoding="utf-8")
+    cases = {
+        "": "an empty path where a score table goes; give a path",
+        str(tmp_path / "a-file" / "scores.parquet"): f"{tmp_path / 'a-file'}: is a file, so ",
+    }
+    for output, said in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "plangate", "eval", str(table), "-o", output],
+            capture_output=True, text=True, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"plangate: error: {said}")
+    assert (tmp_path / "a-file").read_text(encoding="utf-8") == "keep me"

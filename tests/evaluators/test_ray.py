@@ -37,7 +37,7 @@ from plangate.evaluators import (
 )
 from plangate.evaluators._ray import SPANS, _session, ray_score_batches
 from plangate.replay import TraceTableError, build_table, write_table
-from plangate.replay.schema import table_from_columns
+from plangate.replay.schema import SPAN_ONCE, table_from_columns
 from tests.bench.bench_evaluators import synthetic_table
 from tests.object_store import object_store
 from tests.replay.test_attribute_fields import as_version_1
@@ -279,7 +279,7 @@ def test_one_span_in_two_files_is_named_by_both_as_locally(
     key = f"{table['trace_id'][5]}/{table['span_id'][5]}"
     assert same_error_on_both(tmp_path, capfd) == (
         f"{tmp_path / 'a.parquet'}: row 5 and {tmp_path / 'b.parquet'}: row 0 have the same "
-        f"trace_id/span_id {key!r}"
+        f"trace_id/span_id {key!r}; {SPAN_ONCE}"
     )
 
 

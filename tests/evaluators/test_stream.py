@@ -31,6 +31,7 @@ from plangate.evaluators import (
     trace_source,
 )
 from plangate.replay import SCHEMA, TraceTableError, validate_table
+from plangate.replay.schema import SPAN_ONCE
 from tests.bench.bench_evaluators import synthetic_table
 
 SCORE_ORDER = [("evaluator", "ascending"), ("session_id", "ascending"), ("turn_index", "ascending")]
@@ -347,7 +348,7 @@ def test_one_span_in_two_files_is_named_by_both_files_and_rows(tmp_path: Path) -
     key = f"{table['trace_id'][5]}/{table['span_id'][5]}"
     expected = (
         f"{tmp_path / 'a.parquet'}: row 5 and {tmp_path / 'b.parquet'}: row 0 have the same "
-        f"trace_id/span_id {key!r}"
+        f"trace_id/span_id {key!r}; {SPAN_ONCE}"
     )
     with pytest.raises(TraceTableError) as caught:
         list(score_batches(tmp_path))
