@@ -11,6 +11,10 @@ from fnmatch import fnmatchcase
 from pathlib import PurePath
 
 GLOB_CHARACTERS = "*?["
+HIDDEN_NAMES = (
+    "a name that begins with '.' or '_' is never read, as Spark's _SUCCESS and temporary files"
+)
+"""Why a file a glob matched is not read."""
 
 
 def wildcard(segment: str) -> bool:

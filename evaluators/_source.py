@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from plangate.evaluators._globs import hidden, read_with, wildcard
+from plangate.evaluators._globs import HIDDEN_NAMES, hidden, read_with, wildcard
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.evaluators._types import as_type, castable
 from plangate.replay.schema import (
@@ -148,13 +148,16 @@ def _find_files(given: str) -> tuple[list[str], str | None, bool]:
         )
     base = _glob_base(given)
     matched: set[str] = set()
+    skipped = 0
     for match in map(Path, glob.glob(given, recursive=True)):  # a folder matched: its files
-        if not hidden(match.relative_to(base) if base else match):  # as in a folder
-            matched.update([str(match)] if match.is_file() else _in_folder(match))
+        if hidden(match.relative_to(base) if base else match):  # as in a folder
+            skipped += 1
+            continue
+        matched.update([str(match)] if match.is_file() else _in_folder(match))
     if not matched:
         raise TraceTableError(
             f"{given}: matches no file, and no .parquet file in a folder it matches; expected "
-            "Parquet trace tables"
+            "Parquet trace tables" + (f" ({skipped} hidden: {HIDDEN_NAMES})" if skipped else "")
         )
     return sorted(matched), base, False
 

@@ -267,8 +267,10 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
     table = traces(4, 1)
     texts = table.set_column(1, "turn_index", table["turn_index"].cast(pa.string()))
     pq.write_table(texts, tmp_path / "text-turns.parquet")
+    pq.write_table(table, tmp_path / "_hidden.parquet")  # named by a glob, still not read
     cases = {
         f"{tmp_path}/nothing-*.parquet": "matches no file",
+        f"{tmp_path}/_hid*.parquet": r"matches no file, .* \(1 hidden: a name that begins with",
         str(tmp_path / "missing"): "no such file or folder",
         str(tmp_path / "empty"): "no .parquet file in this folder",
         str(tmp_path / "other.parquet"): r"not a trace table: missing \d\d columns \(session_id, ",
