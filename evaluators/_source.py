@@ -163,11 +163,15 @@ def _find_files(given: str) -> tuple[list[str], str | None, bool]:
 
 
 def _in_folder(folder: Path) -> list[str]:
-    """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out."""
+    """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out.
+
+    A linked folder is followed, as a glob follows it (`Path.rglob` would not).
+    """
+    below = os.path.join(glob.escape(str(folder)), "**", "*.parquet")
     return [
-        str(p)
-        for p in folder.rglob("*.parquet")
-        if p.is_file() and not hidden(p.relative_to(folder))
+        path
+        for path in glob.glob(below, recursive=True)
+        if os.path.isfile(path) and not hidden(Path(path).relative_to(folder))
     ]
 
 

@@ -248,6 +248,16 @@ def test_a_folder_named_after_a_column_the_files_have_does_not_rewrite_it(tmp_pa
     assert sorted(read["session_id"].to_pylist()) == sorted(table["session_id"].to_pylist())
 
 
+def test_a_linked_folder_is_read_in_a_folder_as_a_glob_reads_it(tmp_path: Path) -> None:
+    table = traces(8, 1)
+    (tmp_path / "elsewhere").mkdir()
+    pq.write_table(table, tmp_path / "elsewhere" / "part-0.parquet")
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "linked").symlink_to(tmp_path / "elsewhere")
+    for source in (tmp_path / "traces", f"{tmp_path}/traces/**/*.parquet"):
+        assert trace_source(source).rows == table.num_rows
+
+
 def test_a_file_named_with_a_slash_after_it_is_that_file(tmp_path: Path) -> None:
     """`t.parquet/` (a shell's completion, say) names the file: read, not an internal error."""
     pq.write_table(traces(4, 1), tmp_path / "t.parquet")
