@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from plangate.evaluators import evaluate
-from plangate.harness import Agent, ScriptedModel, SimulatedModel, get_domain, load_variant
+from plangate.harness import Agent, ScriptedModel, get_domain, load_variant
 from plangate.replay import trace_table_provider
+from tests.evaluators.test_real_runs import traced_agent
 from tests.harness.test_progress import feed, scrolls
 from tests.helpers import call
 
@@ -66,16 +67,8 @@ def test_a_traced_stuck_scroll_is_a_loop_despite_the_harness_notes(variant: str)
 
 
 def test_the_simulated_looper_is_still_a_loop_with_the_same_result() -> None:
-    domain = get_domain("observability")
-    provider, exporter = trace_table_provider()
-    agent = Agent(
-        model=SimulatedModel("looper", domain.tasks),
-        variant=load_variant("alyx"),
-        tools=domain.make_tools,
-        instructions=domain.instructions,
-        tracer_provider=provider,
-    )
-    asyncio.run(agent.session("looper").run_turn(domain.demo_request))
+    agent, exporter = traced_agent("looper", "alyx")
+    asyncio.run(agent.session("looper").run_turn(get_domain("observability").demo_request))
     row = evaluate(exporter.table(), names=["tool_call_loops"]).to_pylist()[0]
     assert row["label"] == "loop"
     assert "4 times in a row" in row["explanation"]

@@ -10,22 +10,30 @@ import pytest
 
 from plangate.evaluators import Rubric, RubricSet, ToolExpectation, evaluate
 from plangate.harness import Agent, SimulatedModel, get_domain, load_variant
-from plangate.replay import trace_table_provider
+from plangate.replay import TraceTableExporter, trace_table_provider
+
+
+def traced_agent(
+    behaviour: str, variant: str, domain_name: str = "observability"
+) -> tuple[Agent, TraceTableExporter]:
+    """The reference agent on a simulated model, its spans kept as a trace table."""
+    domain = get_domain(domain_name)
+    provider, exporter = trace_table_provider()
+    agent = Agent(
+        model=SimulatedModel(behaviour, domain.tasks),  # type: ignore[arg-type]
+        variant=load_variant(variant),
+        tools=domain.make_tools,
+        instructions=domain.instructions,
+        tracer_provider=provider,
+    )
+    return agent, exporter
 
 
 def run(
     behaviour: str, variant: str, domain_name: str = "observability"
 ) -> tuple[dict[str, dict[str, object]], RubricSet]:
     domain = get_domain(domain_name)
-    provider, exporter = trace_table_provider()
-    model = SimulatedModel(behaviour, domain.tasks)  # type: ignore[arg-type]
-    agent = Agent(
-        model=model,
-        variant=load_variant(variant),
-        tools=domain.make_tools,
-        instructions=domain.instructions,
-        tracer_provider=provider,
-    )
+    agent, exporter = traced_agent(behaviour, variant, domain_name)
     asyncio.run(agent.session(f"{behaviour}-{variant}").run_turn(domain.demo_request))
     request = domain.demo_request.lower()
     expected = [c for t in domain.tasks if any(p in request for p in t.phrases) for c in t.calls]
@@ -76,19 +84,11 @@ def test_churner_is_flagged_for_bookkeeping() -> None:
 
 def test_a_turn_approved_in_a_second_trace_is_judged_and_two_runs_of_one_turn_are_not() -> None:
     """An approved plan goes on in a new trace; a second run under the same key is an error."""
-    domain = get_domain("observability")
-    provider, exporter = trace_table_provider()
-    agent = Agent(
-        model=SimulatedModel("diligent", domain.tasks),
-        variant=load_variant("flux-review"),
-        tools=domain.make_tools,
-        instructions=domain.instructions,
-        tracer_provider=provider,
-    )
+    agent, exporter = traced_agent("diligent", "flux-review")
     session = agent.session("reviewed")
 
     async def propose_then_approve() -> None:
-        await session.run_turn(domain.demo_request)
+        await session.run_turn(get_domain("observability").demo_request)
         await session.approve()
 
     asyncio.run(propose_then_approve())
