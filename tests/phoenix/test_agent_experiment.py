@@ -20,6 +20,7 @@ from plangate.ci.cli import main
 from plangate.ci.phoenix._server import PhoenixServer
 from plangate.replay import SessionRequest, write_dataset
 from plangate.replay.agents import AgentSpec, record_agent
+from tests.phoenix.sending import INGEST_TIMEOUT
 
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.Pandas4Warning")
 
@@ -63,7 +64,7 @@ def test_an_agent_replays_as_an_experiment_with_its_turns_in_the_runs_traces(
     listed = client.experiments.list(dataset_id=_dataset_id(client, f"agent-{token}"))
     stored = [client.experiments.get_experiment(experiment_id=e["id"]) for e in listed]
     (project,) = [e["project_name"] for e in stored if e["experiment_metadata"]["variant"] == AGENT]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + INGEST_TIMEOUT  # as long as ingest may take under load
     while True:
         tools = client.spans.get_spans_dataframe(
             query=SpanQuery().where("span_kind == 'TOOL'"), project_identifier=project

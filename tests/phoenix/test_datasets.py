@@ -22,6 +22,7 @@ from plangate.ci.phoenix._experiments import PhoenixExperiment, run_experiment
 from plangate.ci.phoenix._server import PhoenixServer
 from plangate.harness import ConfigError
 from plangate.replay import read_dataset
+from tests.phoenix.sending import INGEST_TIMEOUT
 
 # The Phoenix client's dataframe readers (3.5) call `DataFrame.rename(inplace=True)`, which
 # pandas 3.1 deprecates.
@@ -96,7 +97,7 @@ def test_its_examples_link_to_the_turns_agent_spans(client: Any, mirrored: Phoen
     sources = {e["source"]["span_id"]: e["metadata"] for e in dataset.examples}
     assert mirrored.linked == len(sources) == len(_turns())
 
-    spans = wait_for_spans(client, mirrored.project, sources, timeout=30)
+    spans = wait_for_spans(client, mirrored.project, sources, timeout=INGEST_TIMEOUT)
     golden = read_dataset(GOLDEN)
     for span_id, meta in sources.items():
         attributes = spans[span_id]["attributes"]
@@ -120,7 +121,7 @@ def test_the_turns_whole_recording_is_uploaded(client: Any, mirrored: PhoenixDat
     assert found == len(recorded)
 
 
-def _poll_count(client: Any, project: str, expected: int, timeout: float = 30.0) -> int:
+def _poll_count(client: Any, project: str, expected: int, timeout: float = INGEST_TIMEOUT) -> int:
     deadline = time.monotonic() + timeout
     while True:
         frame = client.spans.get_spans_dataframe(project_identifier=project, limit=10_000)
@@ -198,7 +199,7 @@ def test_a_runs_trace_holds_the_replayed_turn(
     experiment = experiments["naive"]
     assert experiment.project is not None
     query = SpanQuery().where("span_kind == 'AGENT'")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + INGEST_TIMEOUT  # as long as ingest may take under load
     while True:
         agents = client.spans.get_spans_dataframe(
             query=query, project_identifier=experiment.project, limit=1000
