@@ -44,6 +44,7 @@ from plangate.replay.schema import (
     attribute_columns,
     first_line,
     missing_columns,
+    other_types,
     validate_table,
 )
 
@@ -257,16 +258,9 @@ def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict
     ]  # a file of schema version 1 has no attribute fields' columns: they are read when it is
     if missing:
         raise TraceTableError(f"{path}: not a trace table: {missing_columns(missing, SCHEMA)}")
-    wrong = [
-        f"{name!r} is {schema.field(name).type}, expected {SCHEMA.field(name).type}"
-        for name in TRACE_COLUMNS
-        if name in schema.names and not castable(schema.field(name).type, SCHEMA.field(name).type)
-    ]
-    if wrong:
-        raise TraceTableError(
-            f"{path}: column{'s' * (len(wrong) > 1)} {'; '.join(wrong)}; write "
-            f"{'them' if len(wrong) > 1 else 'it'} as that type"
-        )
+    advice = "write {it} as that type"  # read as the schema's where nothing is lost
+    if wrong := other_types(schema, SCHEMA, TRACE_COLUMNS, castable, advice):
+        raise TraceTableError(f"{path}: {wrong}")
     for name, value in constants.items():
         try:
             constants[name] = pa.scalar(value).cast(SCHEMA.field(name).type)

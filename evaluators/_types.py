@@ -48,6 +48,5 @@ def as_type(column: pa.Array, wanted: pa.DataType, path: str, name: str) -> pa.A
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise TraceTableError(
             f"{path}: column {name!r} is {given} and a value does not fit {wanted} "
-            f"({first_line(exc)}); "
-            f"write it as {wanted}"
+            f"({first_line(exc)}); write it as {wanted}"
         ) from exc
