@@ -236,14 +236,15 @@ def _merged(frame: TraceFrame) -> tuple[list[int], list[str]]:
     reasons = frame.values(STOP_REASON, position)
     ended = ~np.asarray(pc.is_in(reasons, value_set=_CONTINUED).fill_null(False), dtype=bool)
     position, turn = position[ended], turn[ended]
-    trace = np.asarray(frame.values(TRACE_ID, position).dictionary_encode().indices, np.int64)
+    traces = frame.values(TRACE_ID, position)
+    trace = np.asarray(traces.dictionary_encode().indices, np.int64)
     first = np.ones(len(turn), dtype=bool)
     first[1:] = turn[1:] != turn[:-1]
     runs = np.diff(np.append(np.flatnonzero(first), len(turn)))
     rows = np.unique(turn[trace != np.repeat(trace[first], runs)])
     flagged = np.isin(turn, rows)
     held: dict[int, dict[str, None]] = {int(row): {} for row in rows}
-    named = frame.values(TRACE_ID, position[flagged]).to_pylist()
+    named = traces.filter(pa.array(flagged)).to_pylist()
     for row, trace_id in zip(turn[flagged].tolist(), named, strict=True):
         held[row][trace_id] = None
     return rows.tolist(), [_two_runs(list(traces)) for traces in held.values()]
