@@ -44,7 +44,7 @@ from plangate.harness import (
     writing,
 )
 from plangate.replay import default_redactor, import_traces, lost_attributes, write_table
-from plangate.replay.schema import SESSION_ID, TURN_INDEX
+from plangate.replay.schema import SESSION_ID, TURN_INDEX, TraceTableError
 
 FIRST_PART = "part-00000.parquet"
 """A score folder's first part: always written, it marks the folder as one (`--force`)."""
@@ -77,6 +77,12 @@ def score_table(args: argparse.Namespace) -> int:
         if on_disk:  # before any work; a URI's files are known once listed
             _check_scores_out(args.output, args.force, parted=not Path(args.table).is_file())
     source = trace_source(args.table)
+    if not source.rows:  # a score table of nothing would read as a run that went well
+        files = "its file has" if len(source.files) == 1 else f"its {len(source.files)} files have"
+        raise TraceTableError(
+            f"{source.given}: no spans ({files} 0 rows); nothing to score: expected a trace "
+            "table with spans"
+        )
     parted = not source.single_file
     if args.output is not None and not on_disk:
         _check_scores_out(args.output, args.force, parted=parted)

@@ -163,7 +163,10 @@ def bad_sources(tmp_path: Path) -> dict[str, tuple[str, Path]]:
     write_interleaved(TABLE.slice(0, 100), mixed, files=2)
     pq.write_table(pa.table({"a": [1]}), mixed / "part-9.parquet")
     (tmp_path / "junk.parquet").write_text("not parquet")
+    nothing = tmp_path / "nothing"
+    write_interleaved(TABLE.slice(0, 0), nothing, files=2)
     return {
+        "no spans": (str(nothing), nothing),
         "matches no file": (f"{tmp_path}/none-*.parquet", tmp_path / "none-*.parquet"),
         "no .parquet file": (str(tmp_path / "empty"), tmp_path / "empty"),
         "not a trace table": (str(mixed), mixed / "part-9.parquet"),
