@@ -17,6 +17,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -324,14 +325,46 @@ def free_port() -> int:
 def free_ports(count: int) -> list[int]:
     """`count` different TCP ports on 127.0.0.1 that nothing listens on now.
 
-    The probes stay bound until all are chosen: two separate `free_port()` calls may return the
-    same port.
+    Chosen below the ports the system hands to any socket that asks for one (a client's
+    connection, a server bound to port 0): a port taken from that range could be handed to
+    another socket in the seconds before the server binds it. The probes stay bound until all
+    are chosen: two separate `free_port()` calls may return the same port.
     """
-    probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    low, high = _quiet_ports()
+    chooser = random.Random()  # seeded from the system: test processes choose apart
+    probes: list[socket.socket] = []
     try:
-        for probe in probes:
-            probe.bind((HOST, 0))
+        for _ in range(count + _TRIES):
+            if len(probes) == count:
+                break
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                probe.bind((HOST, chooser.randrange(low, high) if low < high else 0))
+            except OSError:  # taken: another
+                probe.close()
+                continue
+            probes.append(probe)
+        while len(probes) < count:  # the quiet ports are all taken: any free one
+            probes.append(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            probes[-1].bind((HOST, 0))
         return [int(probe.getsockname()[1]) for probe in probes]
     finally:
         for probe in probes:
             probe.close()
+
+
+_TRIES = 50
+"""Ports tried below the system's range before taking one from it."""
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_QUIET_BELOW = 32768
+"""The first port the system hands out where it does not say (Linux's default; macOS and
+Windows start at 49152)."""
+
+
+def _quiet_ports() -> tuple[int, int]:
+    """Ports [low, high) that the system never hands out by itself: below its range."""
+    try:
+        high = int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        high = _QUIET_BELOW
+    return max(1024, high - 12_000), high

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci.phoenix._server import down, free_port, free_ports, server_python, status
+from plangate.ci.phoenix import _server as server_module
+from plangate.ci.phoenix._server import (
+    _quiet_ports,
+    down,
+    free_port,
+    free_ports,
+    server_python,
+    status,
+)
 from tests.helpers import plangate
 
 LISTEN = "0A"
@@ -139,6 +147,20 @@ def test_free_ports_are_different_and_free() -> None:
         assert len(set(ports)) == 3
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", free_port())) != 0
+    low, high = _quiet_ports()
+    assert all(low <= port < high for port in free_ports(3))  # none the system hands out
+
+
+def test_free_ports_are_found_when_the_quiet_ones_are_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(server_module, "_quiet_ports", lambda: (port, port + 1))
+        ports = free_ports(2)
+    assert len(set(ports)) == 2
+    assert port not in ports
 
 
 def test_the_same_port_for_http_and_grpc_is_a_usage_error(tmp_path: Path) -> None:
