@@ -138,6 +138,20 @@ def as_text(value: Any) -> str | None:
     return value if isinstance(value, str) else as_json(value)
 
 
+class SpanValueError(TraceTableError):
+    """An attribute value of `span` that its column cannot take.
+
+    The caller can say where the span came from: its file, when several files are read together.
+    """
+
+    def __init__(self, problem: str, span: SpanRecord) -> None:
+        super().__init__(f"span {span.span_id!r} ({span.name!r}): {problem}")
+        self.span = span
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return TraceTableError, (str(self),)  # the message across processes; the span stays
+
+
 def as_integer(value: Any, key: str, span: SpanRecord) -> int | None:
     if is_missing(value):
         return None
@@ -147,9 +161,7 @@ def as_integer(value: Any, key: str, span: SpanRecord) -> int | None:
         return int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
-    raise TraceTableError(
-        f"span {span.span_id!r} ({span.name!r}): {key} is {value!r}, expected a whole number"
-    )
+    raise SpanValueError(f"{key} is {value!r}, expected a whole number", span)
 
 
 def as_number(value: Any, key: str, span: SpanRecord) -> float | None:
@@ -158,7 +170,5 @@ def as_number(value: Any, key: str, span: SpanRecord) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise TraceTableError(
-            f"span {span.span_id!r} ({span.name!r}): {key} is {value!r}, expected a number"
-        ) from None
+        raise SpanValueError(f"{key} is {value!r}, expected a number", span) from None
     return None if math.isnan(number) else number

@@ -1,8 +1,10 @@
 """Importers: other agents' traces into the trace table, one module per format.
 
-Each importer takes a file and returns a trace table; bad input raises `TraceTableError` naming
-the file, the record and the field. Importers keep what a source has (rewards, termination
-reasons, timestamps, token usage) and never invent what it lacks. Importing this package
+Each importer takes a file and returns a trace table (the span formats, `otlp-json` and
+`phoenix`, a file's spans: all files' spans are made into turns together, as a trace may cross
+files); bad input raises `TraceTableError` naming the file, the record and the field.
+Importers keep what a source has (rewards, termination reasons, timestamps, token usage) and
+never invent what it lacks. Importing this package
 registers every format: `atif` (`_atif`, its steps in `_atif_steps`), `openai-messages`
 (`_messages`), `otlp-json` (`_otlp`), `phoenix` (`_phoenix`), `swe-agent` (`_swe`), `tau-bench`
 and `tau2` (`_tau`). `_reading` holds what they share; `_registry` the registry.

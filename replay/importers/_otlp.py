@@ -29,7 +29,7 @@ import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 
 from plangate.harness import json_problem
-from plangate.replay._openinference import rows_from_spans, span_convention
+from plangate.replay._openinference import span_convention
 from plangate.replay._spans import (
     SpanEvent,
     SpanRecord,
@@ -37,8 +37,8 @@ from plangate.replay._spans import (
     time_from_nanos,
     with_dropped,
 )
-from plangate.replay.importers._registry import importer
-from plangate.replay.schema import TraceTableError, build_table
+from plangate.replay.importers._registry import span_importer, table_of_spans
+from plangate.replay.schema import TraceTableError
 
 SOURCE = "otlp"
 
@@ -54,7 +54,6 @@ _STATUS: dict[Any, StatusCode] = {
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
-@importer("otlp-json")
 def read_otlp_json(path: Path) -> pa.Table:
     """Read an OTLP JSON (or JSON Lines) file of spans into a trace table.
 
@@ -69,29 +68,31 @@ def read_otlp_json(path: Path) -> pa.Table:
             the OpenTelemetry GenAI conventions; the message names the file, the line and the
             span.
     """
+    return table_of_spans({path: otlp_spans(path)}, SOURCE, _check_conventions)
+
+
+def _check_conventions(spans: Sequence[SpanRecord], where: str) -> None:
+    """Refuse spans that would import as turns nothing could be judged on."""
+    if not any(span_convention(span) for span in spans):
+        raise TraceTableError(
+            f"{where}: none of the {len(spans)} spans is in OpenInference or the OpenTelemetry "
+            "GenAI conventions (no openinference.span.kind, gen_ai.operation.name, "
+            "gen_ai.tool.name or other attribute either reads); expected an agent's spans"
+        )
+
+
+@span_importer("otlp-json", SOURCE, _check_conventions)
+def otlp_spans(path: Path) -> list[SpanRecord]:
+    """The spans of an OTLP JSON (or JSON Lines) file; a file without any is refused."""
     spans: list[SpanRecord] = []
     for where, request in _requests(path):
         spans.extend(spans_of_request(request, where))
-    _check_conventions(spans, path)
-    try:
-        return build_table(rows_from_spans(spans, source=SOURCE))
-    except TraceTableError as exc:
-        raise TraceTableError(f"{path}: {exc}") from exc
-
-
-def _check_conventions(spans: Sequence[SpanRecord], path: Path) -> None:
-    """Refuse a file that would import as no turns, or as turns nothing could be judged on."""
     if not spans:
         raise TraceTableError(
             f"{path}: no spans (resourceSpans[].scopeSpans[].spans[] are all empty); "
             "expected OTLP JSON with at least one span"
         )
-    if not any(span_convention(span) for span in spans):
-        raise TraceTableError(
-            f"{path}: none of its {len(spans)} spans is in OpenInference or the OpenTelemetry "
-            "GenAI conventions (no openinference.span.kind, gen_ai.operation.name, "
-            "gen_ai.tool.name or other attribute either reads); expected an agent's spans"
-        )
+    return spans
 
 
 def otlp_json_from_spans(spans: Sequence[ReadableSpan]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from plangate.harness import json_problem, semconv
 from plangate.replay._openinference import is_json_valued, rows_from_spans
 from plangate.replay._spans import SpanEvent, SpanRecord, StatusCode, time_from_nanos
-from plangate.replay.importers._registry import importer
+from plangate.replay.importers._registry import span_importer, table_of_spans
 from plangate.replay.schema import (
     TraceTableError,
     build_table,
@@ -63,7 +63,6 @@ def from_phoenix_dataframe(df: pd.DataFrame) -> pa.Table:
     return _table(_frame_records(df, _FRAME), _FRAME)
 
 
-@importer("phoenix")
 def read_phoenix(path: Path) -> pa.Table:
     """Read a saved Phoenix spans dataframe (Parquet, or JSON Lines records) into a trace table.
 
@@ -77,6 +76,12 @@ def read_phoenix(path: Path) -> pa.Table:
         TraceTableError: The file is neither format or is not a spans dataframe; the message
             names the file, the line or row, and the column.
     """
+    return table_of_spans({path: phoenix_spans(path)}, SOURCE)
+
+
+@span_importer("phoenix", SOURCE)
+def phoenix_spans(path: Path) -> list[SpanRecord]:
+    """The spans of a saved Phoenix spans dataframe (Parquet, or JSON Lines records)."""
     with path.open("rb") as handle:
         magic = handle.read(len(_PARQUET_MAGIC))
     if magic == _PARQUET_MAGIC:
@@ -84,8 +89,8 @@ def read_phoenix(path: Path) -> pa.Table:
             frame = pd.read_parquet(path)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise TraceTableError(f"{path}: not a readable Parquet file ({exc})") from exc
-        return _table(_frame_records(frame, str(path)), str(path))
-    return _table(_json_lines(path), str(path))
+        return _spans(_frame_records(frame, str(path)), str(path))
+    return _spans(_json_lines(path), str(path))
 
 
 def _frame_records(df: pd.DataFrame, where: str) -> list[dict[str, Any]]:
@@ -129,11 +134,15 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def _table(records: Iterable[Mapping[str, Any]], where: str) -> pa.Table:
-    spans = [_span(record, f"{where}, row {index}") for index, record in enumerate(records)]
+    spans = _spans(records, where)
     try:
         return build_table(rows_from_spans(spans, source=SOURCE))
     except TraceTableError as exc:
         raise TraceTableError(f"{where}: {exc}") from exc
+
+
+def _spans(records: Iterable[Mapping[str, Any]], where: str) -> list[SpanRecord]:
+    return [_span(record, f"{where}, row {index}") for index, record in enumerate(records)]
 
 
 def _span(record: Mapping[str, Any], where: str) -> SpanRecord:

@@ -286,7 +286,7 @@ def test_spans_of_no_known_convention_are_refused_naming_the_file(tmp_path: Path
         read_otlp_json(path)
     message = str(raised.value)
     assert message.startswith(f"{path}: ") and "\n" not in message
-    assert "none of its 2 spans" in message and "gen_ai.operation.name" in message
+    assert "none of the 2 spans" in message and "gen_ai.operation.name" in message
 
 
 def test_a_file_without_spans_is_refused(tmp_path: Path) -> None:
