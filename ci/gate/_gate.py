@@ -237,8 +237,9 @@ def gate_cases(gate: GateFile, datasets: dict[str, Any] | None = None) -> list[C
         datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
     cases: list[Case] = []
     seen: dict[tuple[str, int], str] = {}
-    for selection in gate.datasets:
+    for index, selection in enumerate(gate.datasets):
         dataset = datasets[selection.path.name]
+        _check_selection(gate, index, selection, dataset.turns)
         for row in dataset.turns.to_pylist():
             if selection.sessions and row[SESSION_ID] not in selection.sessions:
                 continue
@@ -259,6 +260,29 @@ def gate_cases(gate: GateFile, datasets: dict[str, Any] | None = None) -> list[C
         )
     _check_case_keys(gate, cases)
     return cases
+
+
+def _check_selection(gate: GateFile, index: int, selection: Any, turns: Any) -> None:
+    """Refuse sessions and turns a selection names that its dataset does not have."""
+    where = f"{gate.path}: datasets[{index}]"
+    sessions = set(turns.column(SESSION_ID).to_pylist())
+    if missing := [s for s in selection.sessions if s not in sessions]:
+        known = sorted(sessions)
+        listed = ", ".join(known[:5]) + (f", … ({len(known)})" if len(known) > 5 else "")
+        raise GateFileError(
+            f"{where}.sessions names {missing[0]!r}, which is not a session of "
+            f"{selection.path} (its sessions: {listed})"
+        )
+    chosen = [
+        row[TURN_INDEX]
+        for row in turns.select([SESSION_ID, TURN_INDEX]).to_pylist()
+        if not selection.sessions or row[SESSION_ID] in selection.sessions
+    ]
+    if missing_turns := [t for t in selection.turns if t not in chosen]:
+        raise GateFileError(
+            f"{where}.turns names {missing_turns[0]}, which no selected session of "
+            f"{selection.path} has"
+        )
 
 
 def _check_case_keys(gate: GateFile, cases: Sequence[Case]) -> None:

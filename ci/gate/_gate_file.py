@@ -194,7 +194,10 @@ def parse_gate(data: dict[str, Any], source: Path) -> GateFile:
         )
     if "datasets" not in data or not data["datasets"]:
         raise GateFileError(f"{source}: [[datasets]] is missing; name at least one dataset path")
+    if not isinstance(data["datasets"], list):
+        raise GateFileError(f"{source}: datasets must be [[datasets]] tables, one per dataset")
     datasets = tuple(_dataset(d, i, source) for i, d in enumerate(data["datasets"]))
+    _one_name_each(datasets, source)
     return GateFile(
         path=source,
         datasets=datasets,
@@ -232,11 +235,32 @@ def _dataset(data: Any, index: int, source: Path) -> DatasetSelection:
     path = Path(data["path"])
     if not path.is_absolute():
         path = source.parent / path
-    return DatasetSelection(
-        path=path,
-        sessions=tuple(str(s) for s in data.get("sessions", ())),
-        turns=tuple(int(t) for t in data.get("turns", ())),
-    )
+    sessions, turns = data.get("sessions", []), data.get("turns", [])
+    if not isinstance(sessions, list) or not all(isinstance(s, str) for s in sessions):
+        raise GateFileError(
+            f'{source}: {where}sessions must be a list of session ids like ["obs-003"], not '
+            f"{sessions!r}"
+        )
+    if not isinstance(turns, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in turns
+    ):
+        raise GateFileError(
+            f"{source}: {where}turns must be a list of turn numbers like [0, 2], not {turns!r}"
+        )
+    return DatasetSelection(path=path, sessions=tuple(sessions), turns=tuple(turns))
+
+
+def _one_name_each(datasets: tuple[DatasetSelection, ...], source: Path) -> None:
+    """Refuse two dataset folders of one name: a case is known by its dataset's folder name."""
+    named: dict[str, Path] = {}
+    for selection in datasets:
+        first = named.setdefault(selection.path.name, selection.path)
+        if first.resolve() != selection.path.resolve():
+            raise GateFileError(
+                f"{source}: datasets {first} and {selection.path} are both named "
+                f"{selection.path.name!r}; a gate knows a dataset by its folder's name: rename "
+                "one folder"
+            )
 
 
 def _side(data: dict[str, Any], name: str, source: Path) -> Side:
@@ -382,11 +406,17 @@ def _evaluators(data: Any, source: Path) -> dict[str, EvaluatorRule]:
                 f"{source}: evaluators.{name}.allow_not_applicable must be true or false, "
                 f"not {allow!r}"
             )
+        params = rule.get("params", {})
+        if not isinstance(params, dict):
+            raise GateFileError(
+                f"{source}: evaluators.{name}.params must be a table like {{ max_repeats = 3 }}, "
+                f"not {params!r}"
+            )
         rules[name] = EvaluatorRule(
             allow_not_applicable=allow,
             min_pass_rate=rate,
             max_ratio=_max_ratio(rule.get("max_ratio"), name, source),
-            params=dict(rule.get("params", {})),
+            params=dict(params),
             cases=_case_rates(rule.get("cases", {}), f"evaluators.{name}.cases", source),
         )
     return rules or {name: EvaluatorRule() for name in ("task_completion", "tool_call_loops")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci.gate._gate import run_gate
+from plangate.ci.gate._gate import gate_cases, run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._reports import junit, markdown, write_reports
 from tests.conftest import REPO
@@ -169,6 +169,20 @@ def test_min_pass_rate_fails_the_gate_without_a_regression(tmp_path: Path) -> No
             "unknown key 'evaluators.speed'",
         ),
         ("[[datasets]]\npath = 'x'\n[candidate]\nvariant = 'naive'\n", "[baseline] is missing"),
+        ("[[datasets]]\npath = 'x'\nturns = ['a']\n", "datasets[0].turns must be a list of turn"),
+        ("[[datasets]]\npath = 'x'\nturns = 1\n", "datasets[0].turns must be a list of turn"),
+        ("[[datasets]]\npath = 'x'\nturns = [-1]\n", "datasets[0].turns must be a list of turn"),
+        ("[[datasets]]\npath = 'x'\nsessions = 'a'\n", "datasets[0].sessions must be a list"),
+        ("datasets = 'x'\n", "datasets must be [[datasets]] tables"),
+        (
+            "[[datasets]]\npath = 'a/gold'\n[[datasets]]\npath = 'b/gold'\n",
+            "are both named 'gold'; a gate knows a dataset by its folder's name",
+        ),
+        (
+            "[[datasets]]\npath = 'x'\n[baseline]\nvariant = 'alyx'\n[candidate]\nvariant = 'naive'\n"
+            "[evaluators.tool_call_loops]\nparams = 5\n",
+            "evaluators.tool_call_loops.params must be a table",
+        ),
     ],
 )
 def test_gate_file_mistakes_name_the_key(tmp_path: Path, text: str, needle: str) -> None:
@@ -177,6 +191,27 @@ def test_gate_file_mistakes_name_the_key(tmp_path: Path, text: str, needle: str)
     with pytest.raises(GateFileError) as raised:
         load_gate(path)
     assert needle in str(raised.value) and str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("selection", "needle"),
+    [
+        ('sessions = ["obs-008", "obs-0099"]', "datasets[0].sessions names 'obs-0099', which is"),
+        ('sessions = ["obs-008"]\nturns = [0, 7]', "datasets[0].turns names 7, which no selected"),
+    ],
+)
+def test_a_selection_of_what_the_dataset_lacks_is_refused(
+    tmp_path: Path, selection: str, needle: str
+) -> None:
+    """A typo would otherwise leave the gate deciding on fewer cases than the file says."""
+    path = tmp_path / "gate.toml"
+    side = 'variant = "naive"\nmodel = "sim:forgetful"\ntools = "live"'
+    path.write_text(
+        f'[[datasets]]\npath = "{DATASET}"\n{selection}\n[baseline]\n{side}\n[candidate]\n{side}\n'
+    )
+    with pytest.raises(GateFileError) as raised:
+        gate_cases(load_gate(path))
+    assert needle in str(raised.value)
 
 
 def test_exit_codes_of_the_real_command(tmp_path: Path) -> None:
