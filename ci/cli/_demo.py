@@ -9,11 +9,11 @@ import argparse
 import asyncio
 from collections.abc import Sequence
 
-from rich.console import Console
 from rich.table import Table
 
 from plangate.ci._demo import DEMO_MODELS, DEMO_VARIANTS, Cell, check_claims, run_matrix
 from plangate.ci.cli._gate import print_verdict
+from plangate.ci.cli._printing import terminal
 from plangate.ci.gate import DEFAULT_GATE, gate_with_reports, load_gate
 from plangate.harness import (
     domain_names,
@@ -23,9 +23,7 @@ from plangate.harness import (
 
 def main_matrix(domain_names: Sequence[str], seed: int = 0) -> tuple[list[Cell], bool]:
     """Run the matrix, print it with its checked claims; returns the cells and whether all hold."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # logs and pipes: keep each row on one line
+    console = terminal(width=200)
     cells = asyncio.run(run_matrix(domain_names, seed))
     all_hold = True
     for name in domain_names:

@@ -23,6 +23,7 @@ from rich.table import Table
 from plangate.ci._rubrics import rubrics_at
 from plangate.ci._summary import SummaryBuilder
 from plangate.ci.cli._flags import judge_params
+from plangate.ci.cli._printing import terminal
 from plangate.evaluators import (
     DEFAULT_BATCH_ROWS,
     SCORE_SCHEMA,
@@ -281,9 +282,7 @@ def _params(pairs: list[str]) -> dict[str, dict[str, Any]]:
 
 def print_summary(summary: dict[str, Any], title: str) -> None:
     """The summary as rich tables."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
+    console = terminal()
     table = Table(title=f"scores of {title}", title_justify="left")
     table.add_column("evaluator", no_wrap=True)
     for column in ("version", "turns", "passed", "n/a", "errors", "pass rate", "mean score"):

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import SpanProcessor
-from rich.console import Console
 from rich.table import Table
 
 from plangate.ci._budget import BudgetLimits
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._flags import endpoint_flags, judge_params
-from plangate.ci.cli._printing import short
+from plangate.ci.cli._printing import short, terminal
 from plangate.ci.gate import (
     DEFAULT_GATE,
     REPORT_MARKER,
@@ -104,9 +103,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def print_comparison(result: Comparison) -> None:
     """One table per evaluator: each variant's rates with intervals, and its change."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
+    console = terminal()
     first = result.variants[0]
     for name in result.evaluators:
         table = Table(
@@ -136,9 +133,7 @@ def print_comparison(result: Comparison) -> None:
 
 def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
     """The verdict table, the worst regressed cases, and where the reports are."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)
+    console = terminal()
     word = {
         "pass": "[green]PASS[/green]",
         "regression": "[red]REGRESSION[/red]",

@@ -5,11 +5,29 @@ from __future__ import annotations
 import json
 import sys
 
+from rich.console import Console
+
 from plangate.harness import TurnResult, infrastructure_failure
 
 EXIT_INFRASTRUCTURE_FAILED = 2
 """A turn whose model or tools failed for good (`model_error`, `tool_error`): nothing the
 agent did can be judged."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich's own exits 1, the code of a regression
+        self.quiet = True
+        raise BrokenPipeError  # the command ends quietly with 141, as `print` does
+
+
+def terminal(width: int = 160) -> Console:
+    """Rich's console for stdout: the terminal's width, or `width` columns in a log or a pipe.
+
+    In a log or a pipe each row stays on one line. A reader that goes away (`| head`) ends the
+    command with 141.
+    """
+    terminal = _Console()
+    return terminal if terminal.is_terminal else _Console(width=width)
 
 
 def report_turn(result: TurnResult, *, as_json: bool) -> int:

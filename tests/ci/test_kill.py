@@ -303,15 +303,40 @@ def test_sigterm_cleans_up_as_ctrl_c_does(tmp_path: Path) -> None:
     assert list(temporary.iterdir()) == []
 
 
-def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
-    """`plangate eval … | head`: the pipe closes before the summary is printed."""
-    table = tmp_path / "t.parquet"
-    replayed_table(table)
+QUICK_GATE = """
+[gate]
+repeats = 1
+noise_floor = false
+[[datasets]]
+path = "{dataset}"
+sessions = ["obs-008"]
+[baseline]
+variant = "naive"
+model = "sim:forgetful"
+tools = "live"
+[candidate]
+variant = "naive"
+model = "sim:forgetful"
+tools = "live"
+"""
+
+
+@pytest.mark.parametrize("command", ["eval --json", "eval", "gate"])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, command: str) -> None:
+    """`plangate eval … | head`: the pipe closes before the summary is printed (by `print`, or
+    by rich, whose own handler would exit 1: a gate's regression)."""
+    if command == "gate":
+        gate = tmp_path / "gate.toml"
+        gate.write_text(QUICK_GATE.format(dataset=REPO / "datasets" / "observability-core"))
+        argv = ["gate", str(gate), "-o", str(tmp_path / "reports")]
+    else:
+        table = tmp_path / "t.parquet"
+        replayed_table(table)
+        argv = [*command.split()[:1], str(table), *command.split()[1:]]
     with (tmp_path / "stderr").open("w+b") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "plangate", "eval", str(table), "--json"],
-            stdout=subprocess.PIPE, stderr=stderr,
-        )  # fmt: skip
+            [sys.executable, "-m", "plangate", *argv], stdout=subprocess.PIPE, stderr=stderr
+        )
         assert process.stdout is not None
         process.stdout.close()  # nobody reads
         assert process.wait(timeout=120) == 141
