@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from plangate.ci._json import json_text
 from plangate.ci._rubrics import rubrics_at
 from plangate.ci._summary import SummaryBuilder
 from plangate.ci.cli._flags import judge_params
@@ -116,7 +117,7 @@ def _scored_and_shown(
     seconds = max(time.perf_counter() - began, 1e-9)
     summary = builder.summary()
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json_text(summary))
     else:
         print_summary(summary, source.given)
         print(

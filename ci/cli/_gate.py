@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +14,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from rich.table import Table
 
 from plangate.ci._budget import BudgetLimits
+from plangate.ci._json import json_text
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._flags import endpoint_flags, judge_params
 from plangate.ci.cli._printing import short, terminal
@@ -95,7 +95,7 @@ def compare(args: argparse.Namespace) -> int:
         gate = dataclasses.replace(gate, repeats=args.repeats)
     result = asyncio.run(compare_variants(gate, sides, model=model))
     if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=2))
+        print(json_text(dataclasses.asdict(result)))
     else:
         print_comparison(result)
     return 0

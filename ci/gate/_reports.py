@@ -11,7 +11,6 @@ judge are counted (n/a), and in JUnit they are skipped with the reason.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import xml.etree.ElementTree as ET
@@ -21,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from plangate.ci._json import json_text
 from plangate.ci.gate._html_report import html_report
 from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
 from plangate.harness import replace_folder, staging_folder, write_text_atomic, writing
@@ -314,7 +314,7 @@ def write_reports(
 def _texts(verdict: Verdict) -> dict[str, tuple[str, str]]:
     """Each report's file name and text, redacted: a report leaves the process."""
     texts = {
-        "json": (REPORT_MARKER, json.dumps(verdict_json(verdict), indent=2) + "\n"),
+        "json": (REPORT_MARKER, json_text(verdict_json(verdict)) + "\n"),
         "markdown": ("summary.md", markdown(verdict)),
         "junit": ("junit.xml", junit(verdict)),
         "html": ("report.html", html_report(verdict)),

@@ -59,6 +59,10 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> ChatServer:
     server.close()
 
 
+def refuse(constant: str) -> None:
+    raise AssertionError(f"{constant} is not JSON")
+
+
 def test_a_candidate_endpoint_failing_every_turn_cannot_pass(
     tmp_path: Path, endpoint: ChatServer
 ) -> None:
@@ -70,8 +74,11 @@ def test_a_candidate_endpoint_failing_every_turn_cannot_pass(
     assert "the candidate has 4 errored turn(s), more than gate.max_errors = 0" in done.stdout
     assert "HTTP 500" in done.stdout and "Traceback" not in done.stderr
     endpoint.assert_complete()
-    # The reports are still written, and say why there is no verdict.
-    verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"))
+    # The reports are still written, and say why there is no verdict: in JSON any reader parses
+    # (figures of no judged case are null, not NaN, which JSON has not).
+    verdict = json.loads((out / "verdict.json").read_text(encoding="utf-8"), parse_constant=refuse)
+    candidate = {v["candidate_pass_hat_k"] for v in verdict["evaluators"]}
+    assert candidate == {None}
     assert (verdict["verdict"], verdict["exit_code"], verdict["passed"]) == (
         "cannot decide",
         2,
