@@ -28,6 +28,7 @@ from plangate.ci.gate import (
     ReplayRun,
     SpanProcessors,
     Verdict,
+    figure,
     gate_with_reports,
     load_gate,
     side_of,
@@ -152,26 +153,31 @@ def print_verdict(verdict: Verdict, files: Mapping[str, Path]) -> None:
         title_justify="left",
     )
     columns = (
-        "evaluator", "verdict", "worse", "better", "flaky", "n/a", "noise floor", "p", "pass^k"
+        "evaluator", "verdict", "worse", "better", "flaky", "n/a", "errors", "noise floor", "p",
+        "pass^k",
     )  # fmt: skip
     for column in (*columns, "Δ score (95% CI)"):
         table.add_column(column, no_wrap=True)
+    shown = {"fail": "[red]FAIL[/red]", "pass": "[green]pass[/green]"}
+    marks = {"fail": "[red]✗[/red]", "pass": "[green]✓[/green]"}
     for v in verdict.evaluators:
+        said = verdict.evaluator_word(v)
         table.add_row(
             v.evaluator,
-            "[red]FAIL[/red]" if v.failed else "[green]pass[/green]",
+            shown.get(said, "[yellow]undecided[/yellow]"),
             str(v.regressed),
             str(v.improved),
             str(v.flaky),
-            str(v.not_applicable + v.errors),
+            str(v.not_applicable),
+            str(v.errors),
             "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better",
-            f"{v.p_value:.3g}",
-            f"{v.baseline_pass_hat_k:.2f} → {v.candidate_pass_hat_k:.2f}",
+            figure(v.p_value, ".3g"),
+            f"{figure(v.baseline_pass_hat_k, '.2f')} → {figure(v.candidate_pass_hat_k, '.2f')}",
             _interval(v.score_difference),
         )
     console.print(table)
     for v in verdict.evaluators:
-        mark = "[red]✗[/red]" if v.failed else "[green]✓[/green]"
+        mark = marks.get(verdict.evaluator_word(v), "[yellow]?[/yellow]")
         console.print(f"  {mark} {v.evaluator}: {short(v.reason, 80)}", highlight=False)
     failed = {v.evaluator for v in verdict.evaluators if v.failed}
     worst = sorted(

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     )
     from plangate.ci.gate._scores import Case
     from plangate.ci.gate._stats import check_bootstrap, resample_indices
-    from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict
+    from plangate.ci.gate._verdict import CaseResult, EvaluatorVerdict, NoiseFloor, Verdict, figure
 _HOME = {
     "EvaluatorRule": "plangate.ci.gate._gate_file",
     "DatasetSelection": "plangate.ci.gate._gate_file",
@@ -64,6 +64,7 @@ _HOME = {
     "Verdict": "plangate.ci.gate._verdict",
     "check_bootstrap": "plangate.ci.gate._stats",
     "compare": "plangate.ci.gate._compare",
+    "figure": "plangate.ci.gate._verdict",
     "gate_cases": "plangate.ci.gate._gate",
     "gate_with_reports": "plangate.ci.gate._outputs",
     "html_report": "plangate.ci.gate._html_report",
@@ -101,6 +102,7 @@ __all__ = [
     "Verdict",
     "check_bootstrap",
     "compare",
+    "figure",
     "gate_cases",
     "gate_with_reports",
     "html_report",

@@ -264,23 +264,18 @@ def gate_cases(gate: GateFile, datasets: dict[str, Any] | None = None) -> list[C
 
 def _check_selection(gate: GateFile, index: int, selection: Any, turns: Any) -> None:
     """Refuse sessions and turns a selection names that its dataset does not have."""
-    where = f"{gate.path}: datasets[{index}]"
-    sessions = set(turns.column(SESSION_ID).to_pylist())
-    if missing := [s for s in selection.sessions if s not in sessions]:
-        known = sorted(sessions)
-        listed = ", ".join(known[:5]) + (f", … ({len(known)})" if len(known) > 5 else "")
+    rows = turns.select([SESSION_ID, TURN_INDEX]).to_pylist()
+    known = sorted({row[SESSION_ID] for row in rows})
+    listed = ", ".join(known[:5]) + (f", … ({len(known)})" if len(known) > 5 else "")
+    chosen = {row[TURN_INDEX] for row in rows if row[SESSION_ID] in (selection.sessions or known)}
+    for missing in (s for s in selection.sessions if s not in known):
         raise GateFileError(
-            f"{where}.sessions names {missing[0]!r}, which is not a session of "
-            f"{selection.path} (its sessions: {listed})"
+            f"{gate.path}: datasets[{index}].sessions names {missing!r}, which is not a session "
+            f"of {selection.path} (its sessions: {listed})"
         )
-    chosen = [
-        row[TURN_INDEX]
-        for row in turns.select([SESSION_ID, TURN_INDEX]).to_pylist()
-        if not selection.sessions or row[SESSION_ID] in selection.sessions
-    ]
-    if missing_turns := [t for t in selection.turns if t not in chosen]:
+    for missing in (t for t in selection.turns if t not in chosen):
         raise GateFileError(
-            f"{where}.turns names {missing_turns[0]}, which no selected session of "
+            f"{gate.path}: datasets[{index}].turns names {missing}, which no selected session of "
             f"{selection.path} has"
         )
 
@@ -360,6 +355,18 @@ def _count(outcomes: Sequence[Outcome], kind: str) -> int:
     return sum(1 for k, _, _ in outcomes if k == kind)
 
 
+def _summary(cases: int, judged: int, flips: tuple[int, int, float], rate: float) -> str:
+    """What an evaluator's cases came to: flips, their p-value, the pass rate of those judged."""
+    regressed, improved, p_value = flips
+    skipped = cases - judged
+    if not judged:  # no pass rate to give
+        return f"no case judged ({skipped} not applicable or errored)"
+    summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
+    if skipped:
+        summary += f" of {judged} judged cases ({skipped} not applicable or errored)"
+    return summary
+
+
 def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerdict:
     results = [r for r in every if r.applicable]
     regressed = sum(r.change < 0 for r in results)
@@ -389,10 +396,7 @@ def _decide(gate: GateFile, name: str, every: list[CaseResult]) -> EvaluatorVerd
             f"{len(below)} case(s) below their own minimum, e.g. {first.session_id} turn "
             f"{first.turn_index}: {pass_rate(first.candidate):.0%} < {first.min_pass_rate:.0%}"
         )
-    summary = f"{regressed} regressed, {improved} improved, p = {p_value:.3g}; pass rate {rate:.1%}"
-    skipped = len(every) - len(results)
-    if skipped:
-        summary += f" of {len(results)} judged cases ({skipped} not applicable or errored)"
+    summary = _summary(len(every), len(results), (regressed, improved, p_value), rate)
     if noise is not None:
         summary += f"; noise floor {noise.regressed} regressed, {noise.improved} improved"
         if regressed and p_value < gate.alpha and beyond is not None and beyond >= gate.alpha:

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from plangate.ci._json import json_text
 from plangate.ci.gate._html_report import html_report
-from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict
+from plangate.ci.gate._verdict import CaseResult, NoiseFloor, Verdict, figure
 from plangate.harness import replace_folder, staging_folder, write_text_atomic, writing
 from plangate.replay import default_redactor, write_parquet
 
@@ -165,10 +165,13 @@ def markdown(verdict: Verdict) -> str:
     for v in sorted(verdict.evaluators, key=lambda v: (not v.failed, v.p_value)):
         floor = "—" if v.noise is None else f"{v.noise.regressed} worse, {v.noise.improved} better"
         skipped = f"{v.not_applicable}" + (f" (+{v.errors} errored)" if v.errors else "")
+        pass_hat_k = (
+            f"{figure(v.baseline_pass_hat_k, '.3f')} → {figure(v.candidate_pass_hat_k, '.3f')}"
+        )
         lines.append(
-            f"| {v.evaluator} | {'fail' if v.failed else 'pass'}: {v.reason} | {v.regressed} | "
-            f"{v.improved} | {v.flaky} | {skipped} | {floor} | {v.baseline_pass_hat_k:.3f} → "
-            f"{v.candidate_pass_hat_k:.3f} | {v.p_value:.3g} | {_ci(v.score_difference)} |"
+            f"| {v.evaluator} | {verdict.evaluator_word(v)}: {v.reason} | {v.regressed} | "
+            f"{v.improved} | {v.flaky} | {skipped} | {floor} | {pass_hat_k} | "
+            f"{figure(v.p_value, '.3g')} | {_ci(v.score_difference)} |"
         )
     lines += _measures(verdict)
     failed = {v.evaluator for v in verdict.evaluators if v.failed}

@@ -10,6 +10,7 @@ beside them. A case is compared only when both sides have a judged repeat.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -204,6 +205,17 @@ class Verdict:
     def word(self) -> str:
         """`pass`, `regression` or `cannot decide`."""
         return ("pass", "regression", "cannot decide")[self.exit_code]
+
+    def evaluator_word(self, evaluator: EvaluatorVerdict) -> str:
+        """`fail`, `pass`, or `undecided` where the gate cannot decide and it did not fail."""
+        if evaluator.failed:
+            return "fail"
+        return "pass" if self.undecided is None else "undecided"
+
+
+def figure(value: float | None, spec: str) -> str:
+    """A number for a report, or "—" where there is none (no case judged: NaN)."""
+    return "—" if value is None or math.isnan(value) else f"{value:{spec}}"
 
 
 MEASURES = frozenset({"latency", "tokens", "cost"})

@@ -7,6 +7,7 @@ The candidate talks to a real local chat-completions endpoint over a socket, thr
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -85,7 +86,14 @@ def test_a_candidate_endpoint_failing_every_turn_cannot_pass(
         False,
     )
     assert len(verdict["errors"]) == 4 and {e["side"] for e in verdict["errors"]} == {"candidate"}
-    assert "**Errored turns** (4, not judged)" in (out / "summary.md").read_text(encoding="utf-8")
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "**Errored turns** (4, not judged)" in summary
+    # No evaluator reads as passed, and no figure of no judged case as a number.
+    assert "undecided" in done.stdout and "✓" not in done.stdout and "| pass:" not in summary
+    assert "| undecided:" in summary
+    said = done.stdout + summary
+    found = re.search(r"\bnan\b", said)
+    assert found is None, said[found.start() - 200 : found.end() + 40]
     suite = ET.fromstring((out / "junit.xml").read_text(encoding="utf-8")).find("testsuite")
     assert suite is not None and suite.get("errors") == "4" and suite.get("failures") == "0"
 
