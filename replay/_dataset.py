@@ -428,6 +428,36 @@ def _check_references(path: Path, tables: dict[str, pa.Table]) -> list[str]:
         problems.extend(
             _check_rubric(text, f"{path / 'turns.parquet'}: column 'rubric', row {row}")
         )
+    for name, columns in JSON_COLUMNS.items():
+        problems.extend(_check_json(path / name, tables[name], columns))
+    return problems
+
+
+JSON_COLUMNS = {
+    "sessions.parquet": ("metadata",),
+    "turns.parquet": ("plan_before", "features_before", "messages", "steps"),
+    "model_cassette.parquet": ("request", "tools", "response"),
+    "tool_cassette.parquet": (TOOL_ARGS,),
+}
+"""The columns that hold JSON text, which replaying parses (the rubric is checked apart)."""
+
+
+def _check_json(file: Path, table: pa.Table, columns: tuple[str, ...]) -> list[str]:
+    """The first value of each column that is not JSON (each distinct text parsed once)."""
+    problems = []
+    for column in columns:
+        seen: set[str] = set()
+        for row, text in enumerate(table[column].to_pylist()):
+            if text is None or text in seen:
+                continue
+            seen.add(text)
+            try:
+                json.loads(text)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                problems.append(
+                    f"{file}: column {column!r}, row {row}: not valid JSON ({json_problem(exc)})"
+                )
+                break
     return problems
 
 

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +31,7 @@ from hypothesis import strategies as st
 from plangate.ci.cli._main import main
 from plangate.harness import SessionStore
 from plangate.replay import MANIFEST, DatasetError, read_dataset
+from plangate.replay._dataset import JSON_COLUMNS
 from tests.ci.bad_inputs import (
     FILE_KINDS,
     GOOD,
@@ -182,6 +184,22 @@ def _cut_file(path: Path, noise: bytes) -> Path:
     return path
 
 
+def _cell_not_json(path: Path, noise: bytes) -> Path:
+    """One cell of a column that replaying parses as JSON, garbled (its hash made to agree)."""
+    cells = [(name, column) for name, columns in JSON_COLUMNS.items() for column in columns]
+    name, column = cells[noise[0] % len(cells)]
+    table = pq.read_table(_dataset(path) / name)
+    filled = [i for i, v in enumerate(table[column].to_pylist()) if v is not None]
+    row = filled[noise[-1] % len(filled)]
+    values = table[column].to_pylist()
+    values[row] = values[row][: noise[-1] % max(1, len(values[row]))] + "{" + noise.hex()
+    index = table.schema.get_field_index(column)
+    garbled = pa.array(values, table.schema.field(column).type)
+    pq.write_table(table.set_column(index, table.schema.field(column), garbled), path / name)
+    _rehash(path, name)
+    return path
+
+
 BROKEN_DATASET_KINDS: dict[str, Kind] = {
     "a dataset without a manifest": _no_manifest,
     "a manifest that is not JSON": _manifest(lambda noise: b'{"name": ' + noise),
@@ -190,6 +208,7 @@ BROKEN_DATASET_KINDS: dict[str, Kind] = {
     "a manifest naming a missing Parquet file": _missing_file,
     "a Parquet file of the wrong table": _wrong_table,
     "a truncated Parquet file in a dataset": _cut_file,
+    "a JSON cell that is not JSON": _cell_not_json,
 }
 DATASET_KINDS: dict[str, Kind] = {**FILE_KINDS, **BROKEN_DATASET_KINDS}
 VALIDATE_FINDS = frozenset(BROKEN_DATASET_KINDS) - {"a dataset without a manifest"}
