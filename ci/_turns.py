@@ -44,6 +44,6 @@ def select_turns(
 def parse_shard(text: str) -> tuple[int, int]:
     """`i/n` as (i, n), 1 ≤ i ≤ n."""
     first, sep, second = text.partition("/")
-    if sep and first.isdigit() and second.isdigit() and 1 <= int(first) <= int(second):
+    if sep and first.isdecimal() and second.isdecimal() and 1 <= int(first) <= int(second):
         return int(first), int(second)
     raise PlangateError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 1/4")

@@ -88,7 +88,7 @@ def with_dropped(attributes: dict[str, Any], dropped: Any) -> dict[str, Any]:
 
 def as_count(value: Any) -> int:
     """A count a source sends as a number or, as OTLP JSON may, as text; 0 for anything else."""
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         return int(value)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -159,7 +159,7 @@ def as_integer(value: Any, key: str, span: SpanRecord) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
         return int(value)
     raise SpanValueError(f"{key} is {value!r}, expected a whole number", span)
 

@@ -44,7 +44,7 @@ def _seconds(text: str) -> float:
 
 
 def _retries(text: str) -> int:
-    if not text.strip().isdigit():
+    if not text.strip().isdecimal():
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text!r}")
     return int(text)
 

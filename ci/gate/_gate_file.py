@@ -465,7 +465,7 @@ def _case_rates(data: Any, where: str, source: Path) -> dict[str, float]:
         raise GateFileError(f'{source}: {where} must be a table like {{ "obs-003" = 1.0 }}')
     for key, rate in data.items():
         session, _, turn = key.partition(":")
-        if not session or (turn and not turn.isdigit()):
+        if not session or (turn and not turn.isdecimal()):
             raise GateFileError(
                 f"{source}: {where} key {key!r} must be SESSION or SESSION:TURN (a turn number)"
             )

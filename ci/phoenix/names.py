@@ -123,4 +123,4 @@ def is_node_id(value: str, kind: str) -> bool:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return False
     prefix, _, number = text.partition(":")
-    return prefix == kind and number.isdigit()
+    return prefix == kind and number.isdecimal()

@@ -284,7 +284,7 @@ def _parse(content: str) -> tuple[Any, bool]:
 
 
 def _next_number(results: dict[str, Any]) -> int:
-    numbers = [int(key[4:]) for key in results if key.startswith("ref-") and key[4:].isdigit()]
+    numbers = [int(key[4:]) for key in results if key.startswith("ref-") and key[4:].isdecimal()]
     return max(numbers, default=0) + 1
 
 

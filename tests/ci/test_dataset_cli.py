@@ -86,8 +86,9 @@ def test_bad_input_exits_2_naming_it(
     missing = tmp_path / "nowhere"
     assert main(["replay", str(missing)]) == 2
     assert str(missing) in capsys.readouterr().err
-    assert main(["replay", str(golden), "--shard", "3/2"]) == 2
-    assert "--shard '3/2'" in capsys.readouterr().err
+    for shard in ("3/2", "²/3", "1/²"):  # superscripts are digits to str.isdigit, not to int
+        assert main(["replay", str(golden), "--shard", shard]) == 2
+        assert f"--shard {shard!r}: expected i/n" in capsys.readouterr().err
     assert main(["replay", str(golden), "--session", "nope"]) == 2
     assert "no session 'nope'" in capsys.readouterr().err
     # No folder is nothing to validate: unusable input, not a dataset with problems (exit 1).

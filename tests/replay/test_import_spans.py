@@ -140,6 +140,12 @@ BAD_OTLP = [
         ),
         "plangate.iteration is 'third', expected a whole number",
     ),
+    (  # a digit to str.isdigit, not to int
+        json.dumps(
+            span_json(attributes=[{"key": "plangate.iteration", "value": {"stringValue": "²"}}])
+        ),
+        "plangate.iteration is '²', expected a whole number",
+    ),
 ]
 
 
