@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import shutil
@@ -78,11 +79,19 @@ def json_problem(exc: Exception) -> str:
     return "nested too deeply to read"
 
 
-def check_output(path: str | Path, *, force: bool, what: str, marker: str | None = None) -> Path:
+def check_output(
+    path: str | Path,
+    *,
+    force: bool,
+    what: str,
+    marker: str | None = None,
+    owns: tuple[str, ...] = (),
+) -> Path:
     """Check that `path` may receive `what` (a file, or a folder holding `marker`).
 
     Call it before the work: a refusal then costs nothing. With `marker`, the output is a
-    folder that `replace_folder` fills whole.
+    folder that `replace_folder` fills whole; `owns` are the names (glob patterns) of what
+    else it writes there: a folder holding anything more is not replaced.
 
     Raises:
         OutputError: `path` exists and `force` is false; or it exists but is not such an output
@@ -105,7 +114,7 @@ def check_output(path: str | Path, *, force: bool, what: str, marker: str | None
     if marker is None and target.is_dir():
         raise OutputError(f"{target}: is a folder; {what} is a file: give a file path")
     if marker is not None:
-        _check_replaceable(target, what, marker)
+        _check_replaceable(target, what, marker, owns)
         if not any(target.iterdir()):
             return target  # an empty folder holds nothing to lose
     if not force:
@@ -116,7 +125,7 @@ def check_output(path: str | Path, *, force: bool, what: str, marker: str | None
     return target
 
 
-def _check_replaceable(target: Path, what: str, marker: str) -> None:
+def _check_replaceable(target: Path, what: str, marker: str, owns: tuple[str, ...]) -> None:
     if not target.is_dir():
         raise OutputError(f"{target}: is a file; {what} is a folder: give a folder path")
     if any(target.iterdir()) and not (target / marker).exists():
@@ -124,6 +133,13 @@ def _check_replaceable(target: Path, what: str, marker: str) -> None:
             f"{target}: holds other files (no {marker}); {what} replaces its folder whole, so "
             "give a new or empty folder"
         )
+    if owns:
+        for entry in sorted(target.iterdir()):
+            if not any(fnmatch.fnmatchcase(entry.name, name) for name in (marker, *owns)):
+                raise OutputError(
+                    f"{target}: holds {entry.name!r}, which {what} does not write; it replaces "
+                    "its folder whole, so move that away first or give another folder"
+                )
 
 
 def staging_folder(target: Path) -> Path:
@@ -170,7 +186,9 @@ def _reason(exc: OSError) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def replace_folder(staging: Path, target: Path, *, what: str, marker: str) -> Path:
+def replace_folder(
+    staging: Path, target: Path, *, what: str, marker: str, owns: tuple[str, ...] = ()
+) -> Path:
     """Put the complete folder `staging` in `target`'s place (two renames); returns `target`.
 
     Between the renames `target` is absent, never half written: a kill there leaves nothing at
@@ -182,7 +200,7 @@ def replace_folder(staging: Path, target: Path, *, what: str, marker: str) -> Pa
         if not target.exists():
             os.replace(staging, target)
             return target
-        _check_replaceable(target, what, marker)
+        _check_replaceable(target, what, marker, owns)
         retired = target.with_name(f".{target.name}.old")
         shutil.rmtree(retired, ignore_errors=True)
         os.replace(target, retired)

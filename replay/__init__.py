@@ -24,6 +24,7 @@ from plangate.replay._cassette import (
     recording_tools,
 )
 from plangate.replay._dataset import (
+    DATASET_FILES,
     MANIFEST,
     DatasetError,
     GoldenDataset,
@@ -90,6 +91,7 @@ __all__ = [
     "ATTRIBUTE_FIELDS",
     "CASSETTE_MODELS",
     "COLUMNS",
+    "DATASET_FILES",
     "MANIFEST",
     "SCHEMA",
     "SCHEMA_VERSION",

@@ -115,6 +115,11 @@ FILES: dict[str, pa.Schema] = {
 }
 
 
+DATASET_FILES = tuple(FILES)
+"""What a dataset folder holds besides its manifest: a folder holding more (a judge's
+recorded replies, notes) is not replaced by a dataset written with `--force`."""
+
+
 class DatasetError(PlangateError):
     """A golden dataset is missing, malformed or inconsistent; the message says where."""
 
@@ -231,7 +236,9 @@ def write_dataset(
                 hashes[name] = _sha256(staging / name)
             manifest = json.dumps(_manifest(dataset, hashes), indent=2) + "\n"
             write_text_atomic(staging / MANIFEST, manifest)
-            replace_folder(staging, target, what="a golden dataset", marker=MANIFEST)
+            replace_folder(
+                staging, target, what="a golden dataset", marker=MANIFEST, owns=DATASET_FILES
+            )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -27,6 +27,7 @@ from plangate.ci.phoenix import PhoenixExport, replay_processor
 from plangate.harness import PlangateError, check_output, load_variant, read_text
 from plangate.replay import (
     CASSETTE_MODELS,
+    DATASET_FILES,
     MANIFEST,
     GoldenDataset,
     ReferenceAgent,
@@ -53,7 +54,10 @@ CONTEXT = 2
 
 def record(args: argparse.Namespace) -> int:
     """`plangate record ... -o datasets/NAME`: record sessions as a golden dataset."""
-    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
+    check_output(
+        args.output, force=args.force, what="a golden dataset", marker=MANIFEST,
+        owns=DATASET_FILES,
+    )  # fmt: skip
     agent = agent_from_args(args)
     if agent is not None:
         return _write_recorded(asyncio.run(record_with_agent(args, agent)), args.output)
@@ -112,7 +116,10 @@ def validate(args: argparse.Namespace) -> int:
 
 def from_traces(args: argparse.Namespace) -> int:
     """`plangate dataset from-traces TABLE -o PATH`: a golden dataset from a trace table."""
-    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
+    check_output(
+        args.output, force=args.force, what="a golden dataset", marker=MANIFEST,
+        owns=DATASET_FILES,
+    )  # fmt: skip
     table = read_table(args.table)
     dataset = dataset_from_traces(
         table, name=args.name or Path(args.output).name, sessions=args.session
@@ -138,7 +145,7 @@ def replay(args: argparse.Namespace) -> int:
         raise PlangateError(
             f"--model {args.model!r}: expected cassette, cassette-lenient, sim:NAME or openai:MODEL"
         )
-    if args.output:
+    if args.output is not None:
         check_output(args.output, force=args.force, what="a trace table")
     if args.variant:
         load_variant(args.variant)  # once, before any turn: not once per turn replayed
@@ -154,7 +161,7 @@ def replay(args: argparse.Namespace) -> int:
     with exporting(args) as export:
         results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents, budget))
     rate = len(results) / max(time.perf_counter() - began, 1e-9)
-    if args.output:
+    if args.output is not None:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     return _report(results, args, budget, rate)
 

@@ -50,6 +50,8 @@ from plangate.replay.schema import SESSION_ID, TURN_INDEX, TraceTableError
 
 FIRST_PART = "part-00000.parquet"
 """A score folder's first part: always written, it marks the folder as one (`--force`)."""
+PARTS = ("part-*.parquet",)
+"""What a score folder holds: a folder holding more is not replaced (`--force`)."""
 
 
 def import_files(args: argparse.Namespace) -> int:
@@ -129,7 +131,9 @@ def _scored_and_shown(
 
 def _check_scores_out(output: str, force: bool, parted: bool) -> None:
     marker = FIRST_PART if parted else None
-    check_output(output, force=force, what="a score table", marker=marker)
+    check_output(
+        output, force=force, what="a score table", marker=marker, owns=PARTS if parted else ()
+    )
 
 
 def _outside_source(source: str, output: str) -> None:
@@ -206,7 +210,7 @@ def _parts(target: Path) -> Iterator[Callable[[pa.Table], None]]:
         yield write
         if not written:  # the marker of a score folder: there is always a first part
             write(SCORE_SCHEMA.empty_table())
-        replace_folder(staging, target, what="a score table", marker=FIRST_PART)
+        replace_folder(staging, target, what="a score table", marker=FIRST_PART, owns=PARTS)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from plangate.ci.cli._printing import short, terminal
 from plangate.ci.gate import (
     DEFAULT_GATE,
     REPORT_MARKER,
+    REPORT_OWNS,
     Comparison,
     DatasetSelection,
     EvaluatorRule,
@@ -42,7 +43,10 @@ from plangate.harness import check_output
 
 def gate(args: argparse.Namespace) -> int:
     """`plangate gate GATE.toml`: 0 pass, 1 regression, 2 unusable input or no verdict."""
-    check_output(args.output, force=args.force, what="a gate's report set", marker=REPORT_MARKER)
+    check_output(
+        args.output, force=args.force, what="a gate's report set", marker=REPORT_MARKER,
+        owns=REPORT_OWNS,
+    )  # fmt: skip
     with exporting(args) as export:
         verdict, files = gate_with_reports(
             args.gate_file,

@@ -29,7 +29,7 @@ from plangate.ci.phoenix import (
 )
 from plangate.evaluators.scores import EVALUATOR, FAIL, OUTCOME, read_scores
 from plangate.harness import PlangateError, check_output
-from plangate.replay import MANIFEST, read_table
+from plangate.replay import DATASET_FILES, MANIFEST, read_table
 from plangate.replay.agents import AgentSpec
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
@@ -42,7 +42,10 @@ SHOWN_FAILURES = 20
 
 def from_phoenix(args: argparse.Namespace) -> int:
     """`plangate dataset from-phoenix --phoenix-url URL --phoenix-project P -o PATH`: goldens."""
-    check_output(args.output, force=args.force, what="a golden dataset", marker=MANIFEST)
+    check_output(
+        args.output, force=args.force, what="a golden dataset", marker=MANIFEST,
+        owns=DATASET_FILES,
+    )  # fmt: skip
     url, project = phoenix_url(args), phoenix_project(args)
     target = golden_from_phoenix(
         url, project, args.session, args.output, name=args.name, redact=args.redact

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from plangate.ci.gate._replays import ReplayRun, SpanProcessors
     from plangate.ci.gate._reports import (
         REPORT_MARKER,
+        REPORT_OWNS,
         junit,
         markdown,
         verdict_json,
@@ -57,6 +58,7 @@ _HOME = {
     "GateFileError": "plangate.ci.gate._gate_file",
     "NoiseFloor": "plangate.ci.gate._verdict",
     "REPORT_MARKER": "plangate.ci.gate._reports",
+    "REPORT_OWNS": "plangate.ci.gate._reports",
     "ReplayRun": "plangate.ci.gate._replays",
     "Side": "plangate.ci.gate._gate_file",
     "SpanProcessors": "plangate.ci.gate._replays",
@@ -86,6 +88,7 @@ if not TYPE_CHECKING:  # to a type checker, a module `__getattr__` hides every m
 __all__ = [
     "DEFAULT_GATE",
     "REPORT_MARKER",
+    "REPORT_OWNS",
     "Case",
     "CaseResult",
     "Comparison",

@@ -285,6 +285,8 @@ def junit(verdict: Verdict) -> str:
 
 REPORT_MARKER = "verdict.json"
 """The file that marks a folder as a gate's report set (the only kind of folder replaced)."""
+REPORT_OWNS = ("summary.md", "junit.xml", "report.html", "scores")
+"""What else a report set holds: a folder holding more is not replaced (`--force`)."""
 
 
 def write_reports(
@@ -303,7 +305,9 @@ def write_reports(
     try:
         with writing(target):  # a full or read-only disk names `folder`, not the staging folder
             files = _write_set(texts, scores or {}, staging, target)
-            replace_folder(staging, target, what="a gate's report set", marker=REPORT_MARKER)
+            replace_folder(
+                staging, target, what="a gate's report set", marker=REPORT_MARKER, owns=REPORT_OWNS
+            )
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

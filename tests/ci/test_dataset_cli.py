@@ -89,6 +89,8 @@ def test_bad_input_exits_2_naming_it(
     for shard in ("3/2", "²/3", "1/²"):  # superscripts are digits to str.isdigit, not to int
         assert main(["replay", str(golden), "--shard", shard]) == 2
         assert f"--shard {shard!r}: expected i/n" in capsys.readouterr().err
+    assert main(["replay", str(golden), "-o", ""]) == 2  # not "no -o": nothing written, exit 0
+    assert "an empty path where a trace table goes" in capsys.readouterr().err
     assert main(["replay", str(golden), "--session", "nope"]) == 2
     assert "no session 'nope'" in capsys.readouterr().err
     # No folder is nothing to validate: unusable input, not a dataset with problems (exit 1).

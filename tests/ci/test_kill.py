@@ -222,6 +222,33 @@ def test_nothing_is_replaced_without_force(command: str, tmp_path: Path) -> None
     assert (fingerprint(folder), existing.read_text(encoding="utf-8")) == before
 
 
+@pytest.mark.parametrize("command", ["gate", "eval", "dataset from-traces"])
+def test_force_never_replaces_a_folder_holding_more_than_its_output(
+    command: str, tmp_path: Path
+) -> None:
+    """A report set, score folder or dataset once written, and a file of the user's put in it."""
+    table, gate = tmp_path / "traces" / "t.parquet", tmp_path / "gate.toml"
+    table.parent.mkdir()
+    replayed_table(table)
+    gate.write_text(QUICK_GATE.format(dataset=DATASET))
+    out = tmp_path / "out"
+    argv = {
+        "gate": ["gate", str(gate), "-o", str(out)],
+        "eval": ["eval", str(table.parent), "-o", str(out)],
+        "dataset from-traces": ["dataset", "from-traces", str(table), "-o", str(out)],
+    }[command]
+    run = [sys.executable, "-m", "plangate", *argv, "--force"]
+    assert subprocess.run(run, capture_output=True).returncode in (0, 1)
+    (out / "notes.md").write_text("the user's own", encoding="utf-8")
+    before = fingerprint(out)
+    done = subprocess.run(run, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"plangate: error: {out}: holds 'notes.md', which ")
+    assert fingerprint(out) == before
+    (out / "notes.md").unlink()  # its own files alone: replaced
+    assert subprocess.run(run, capture_output=True).returncode in (0, 1)
+
+
 def test_a_file_is_never_replaced_by_a_dataset_folder(tmp_path: Path) -> None:
     """The bug that started this: `record -o EXISTING.parquet` deleted the file."""
     table = tmp_path / "t.parquet"
