@@ -31,8 +31,10 @@ from plangate.replay.schema import (
     ERROR_STOP_REASONS,
     MODEL_NAME,
     NOT_RUN,
+    SESSION_ID,
     SPAN_KIND,
     STOP_REASON,
+    TURN_INDEX,
     build_table,
 )
 
@@ -195,6 +197,35 @@ def check_priceable(budget: RunBudget, model: str, where: str = "--budget-usd") 
     problem = unpriced(name, None) if kind == "openai" else None
     if problem is not None:
         raise BudgetError(f"{needs}, and genai-prices cannot price {model!r} ({problem}); {advice}")
+
+
+def check_recording_priced(
+    budget: RunBudget, recorded: pa.Table, where: str = "--budget-usd"
+) -> None:
+    """Before a cassette replay: a dollar budget needs a price for what the recording spent.
+
+    A cassette replays the recorded model calls, and counts what their spans record: a recorded
+    turn without a known cost (a simulated model's, a model genai-prices does not know) would
+    stop the run after it, so it is refused before anything runs. Errored turns spent nothing.
+
+    Raises:
+        BudgetError: A recorded turn's cost is unknown; the message names the turn.
+    """
+    if budget.max_usd is None or budget.price_as is not None or not recorded.num_rows:
+        return
+    errored = {
+        (row[SESSION_ID], row[TURN_INDEX])
+        for row in recorded.select([SESSION_ID, TURN_INDEX, STOP_REASON]).to_pylist()
+        if row[STOP_REASON] in ERROR_STOP_REASONS
+    }
+    for row in evaluate(_measured(recorded), names=["cost"]).to_pylist():
+        if row[SCORE] is None and (row[SESSION_ID], row[TURN_INDEX]) not in errored:
+            raise BudgetError(
+                f"{where}: a dollar budget needs a price, and the cassette's session "
+                f"{row[SESSION_ID]!r} turn {row[TURN_INDEX]} has none ({row[EXPLANATION]}); "
+                "give a token budget (--budget-tokens N) or price it as a known model "
+                "(--price-as MODEL)"
+            )
 
 
 def unpriced(model: str, price_as: str | None) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
+
 from plangate.harness import PlangateError
 from plangate.replay import (
     DatasetError,
@@ -47,3 +49,11 @@ def parse_shard(text: str) -> tuple[int, int]:
     if sep and first.isdecimal() and second.isdecimal() and 1 <= int(first) <= int(second):
         return int(first), int(second)
     raise PlangateError(f"--shard {text!r}: expected i/n with 1 <= i <= n, e.g. 1/4")
+
+
+def recorded_spans(dataset: GoldenDataset, pairs: Sequence[tuple[str, int]]) -> pa.Table:
+    """The recorded spans of some turns (what a cassette replay of them plays back)."""
+    spans = dataset.spans
+    chosen = set(pairs)
+    keys = zip(spans[SESSION_ID].to_pylist(), spans[TURN_INDEX].to_pylist(), strict=True)
+    return spans.filter(pa.array([key in chosen for key in keys], pa.bool_()))

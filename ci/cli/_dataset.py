@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from plangate.ci._budget import RunBudget, check_priceable, not_run_table
+from plangate.ci._budget import RunBudget, check_priceable, check_recording_priced, not_run_table
 from plangate.ci._rubrics import dataset_problems
-from plangate.ci._turns import select_turns
+from plangate.ci._turns import recorded_spans, select_turns
 from plangate.ci.cli._agents import (
     agent_from_args,
     record_with_agent,
@@ -155,6 +155,8 @@ def replay(args: argparse.Namespace) -> int:
     budget = _budget(args)
     dataset = read_dataset(args.dataset)
     pairs = select_turns(dataset, args.session, args.turn, args.shard)
+    if args.model in CASSETTE_MODELS:
+        check_recording_priced(budget, recorded_spans(dataset, pairs))
     agents = session_agents(dataset, pairs, given)
     show = sys.stderr.isatty() and not args.json
     began = time.perf_counter()

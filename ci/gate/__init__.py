@@ -2,6 +2,7 @@
 
 - `_gate_file`: the gate file (TOML): datasets, sides, evaluators, thresholds;
 - `_gate`: replay or read both sides, evaluate, compare case by case, decide;
+- `_cases`: which golden turns a gate compares, and their rubrics;
 - `_replays`: replay one side, a variant or a team's agent, k times a case;
 - `_verdict`, `_scores`: the verdict's records; score tables as a side;
 - `_stats`: exact tests on flips, paired bootstrap intervals, pass^k;
@@ -20,8 +21,9 @@ from typing import TYPE_CHECKING
 from plangate._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from plangate.ci.gate._cases import gate_cases
     from plangate.ci.gate._compare import Comparison, VariantScore, compare
-    from plangate.ci.gate._gate import gate_cases, run_gate
+    from plangate.ci.gate._gate import run_gate
     from plangate.ci.gate._gate_file import (
         DEFAULT_GATE,
         DatasetSelection,
@@ -67,7 +69,7 @@ _HOME = {
     "check_bootstrap": "plangate.ci.gate._stats",
     "compare": "plangate.ci.gate._compare",
     "figure": "plangate.ci.gate._verdict",
-    "gate_cases": "plangate.ci.gate._gate",
+    "gate_cases": "plangate.ci.gate._cases",
     "gate_with_reports": "plangate.ci.gate._outputs",
     "html_report": "plangate.ci.gate._html_report",
     "junit": "plangate.ci.gate._reports",

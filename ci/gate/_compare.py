@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from plangate.ci.gate._gate import gate_cases, gate_rubrics, judged
+from plangate.ci.gate._cases import gate_cases, gate_rubrics
+from plangate.ci.gate._gate import judged
 from plangate.ci.gate._gate_file import GateFile, Side
 from plangate.ci.gate._replays import replay_scores
 from plangate.ci.gate._scores import runs_from_scores

@@ -35,8 +35,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from plangate.ci._budget import RunBudget, check_priceable
-from plangate.ci._rubrics import turn_rubrics
+from plangate.ci._budget import RunBudget, check_priceable, check_recording_priced
+from plangate.ci._turns import recorded_spans
+from plangate.ci.gate._cases import gate_cases, gate_rubrics
 from plangate.ci.gate._gate_file import GateFile, GateFileError, Side
 from plangate.ci.gate._replays import SpanProcessors, replay_scores
 from plangate.ci.gate._scores import (
@@ -62,7 +63,7 @@ from plangate.ci.gate._verdict import (
     pass_change,
     pass_rate,
 )
-from plangate.evaluators import RubricSet, pass_hat_k
+from plangate.evaluators import pass_hat_k
 from plangate.evaluators.scores import (
     APPLICABLE,
     ERROR,
@@ -72,7 +73,7 @@ from plangate.evaluators.scores import (
     OUTCOME,
     PASS,
 )
-from plangate.replay import read_dataset
+from plangate.replay import CASSETTE_MODELS, read_dataset
 from plangate.replay.schema import SESSION_ID, TRIAL, TURN_INDEX
 
 
@@ -90,7 +91,7 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     names = list(gate.evaluators)
     k = gate.repeats
     baseline_repeats = 2 * k if gate.noise_floor else k
-    budget = _budget(gate)
+    budget = _budget(gate, datasets, cases)
     side_scores = {}
     warnings: list[str] = []
     for name, side, repeats in (
@@ -134,15 +135,30 @@ async def run_gate(gate: GateFile, *, span_processors: SpanProcessors | None = N
     )
 
 
-def _budget(gate: GateFile) -> RunBudget | None:
-    """The run's budget (None without one), checked before anything runs."""
+def _budget(gate: GateFile, datasets: dict[str, Any], cases: Sequence[Case]) -> RunBudget | None:
+    """The run's budget (None without one), checked before anything runs.
+
+    A side that replays plangate's agent from the cassette spends what the recording did.
+    """
     budget = RunBudget.of(gate.budget)
     if not budget.limited:
         return None
     for name, side in (("baseline", gate.baseline), ("candidate", gate.candidate)):
-        if side.scores is None:
-            check_priceable(budget, side.model, f"{gate.path}: {name}.model")
+        if side.scores is not None:
+            continue
+        where = f"{gate.path}: {name}.model"
+        check_priceable(budget, side.model, where)
+        if side.model in CASSETTE_MODELS and side.agent is None:
+            for dataset, chosen in _by_dataset(cases).items():
+                check_recording_priced(budget, recorded_spans(datasets[dataset], chosen), where)
     return budget
+
+
+def _by_dataset(cases: Sequence[Case]) -> dict[str, list[tuple[str, int]]]:
+    chosen: dict[str, list[tuple[str, int]]] = {}
+    for dataset, session, turn in cases:
+        chosen.setdefault(dataset, []).append((session, turn))
+    return chosen
 
 
 def _over_budget(budget: RunBudget) -> str:
@@ -218,78 +234,6 @@ def _error_reasons(gate: GateFile, errors: Sequence[TurnError]) -> list[str]:
                 f"{first.turn_index} (repeat {first.trial}): {first.message}"
             )
     return reasons
-
-
-def gate_rubrics(gate: GateFile, datasets: dict[str, Any]) -> RubricSet:
-    """The rubrics of every golden turn in the gate's datasets (read once, by the caller)."""
-    return RubricSet(
-        turns={
-            key: rubric
-            for s in gate.datasets
-            for key, rubric in turn_rubrics(datasets[s.path.name], str(s.path)).turns.items()
-        }
-    )
-
-
-def gate_cases(gate: GateFile, datasets: dict[str, Any] | None = None) -> list[Case]:
-    """The golden turns the gate compares, in dataset order; (session, turn) must be unique."""
-    if datasets is None:
-        datasets = {s.path.name: read_dataset(s.path) for s in gate.datasets}
-    cases: list[Case] = []
-    seen: dict[tuple[str, int], str] = {}
-    for index, selection in enumerate(gate.datasets):
-        dataset = datasets[selection.path.name]
-        _check_selection(gate, index, selection, dataset.turns)
-        for row in dataset.turns.to_pylist():
-            if selection.sessions and row[SESSION_ID] not in selection.sessions:
-                continue
-            if selection.turns and row[TURN_INDEX] not in selection.turns:
-                continue
-            key = (row[SESSION_ID], row[TURN_INDEX])
-            if key in seen:
-                raise GateFileError(
-                    f"{gate.path}: session {key[0]!r} turn {key[1]} is in both {seen[key]} and "
-                    f"{selection.path.name}; a gate needs every case once: select one of them"
-                )
-            seen[key] = selection.path.name
-            cases.append((selection.path.name, *key))
-    if not cases:
-        raise GateFileError(
-            f"{gate.path}: the dataset selections hold no turns; check [[datasets]] sessions "
-            "and turns against `plangate dataset validate`"
-        )
-    _check_case_keys(gate, cases)
-    return cases
-
-
-def _check_selection(gate: GateFile, index: int, selection: Any, turns: Any) -> None:
-    """Refuse sessions and turns a selection names that its dataset does not have."""
-    rows = turns.select([SESSION_ID, TURN_INDEX]).to_pylist()
-    known = sorted({row[SESSION_ID] for row in rows})
-    listed = ", ".join(known[:5]) + (f", … ({len(known)})" if len(known) > 5 else "")
-    chosen = {row[TURN_INDEX] for row in rows if row[SESSION_ID] in (selection.sessions or known)}
-    for missing in (s for s in selection.sessions if s not in known):
-        raise GateFileError(
-            f"{gate.path}: datasets[{index}].sessions names {missing!r}, which is not a session "
-            f"of {selection.path} (its sessions: {listed})"
-        )
-    for missing in (t for t in selection.turns if t not in chosen):
-        raise GateFileError(
-            f"{gate.path}: datasets[{index}].turns names {missing}, which no selected session of "
-            f"{selection.path} has"
-        )
-
-
-def _check_case_keys(gate: GateFile, cases: Sequence[Case]) -> None:
-    """Per-case minimums must name cases the gate has."""
-    known = {c[1] for c in cases} | {f"{c[1]}:{c[2]}" for c in cases}
-    for name, rule in gate.evaluators.items():
-        for key in rule.cases:
-            if key not in known:
-                raise GateFileError(
-                    f"{gate.path}: evaluators.{name}.cases names {key!r}, which is not a case of "
-                    "the selected datasets (use SESSION or SESSION:TURN of a selected turn)"
-                )
 
 
 def _split_noise(runs: Runs, side: Side) -> tuple[Runs, Runs]:

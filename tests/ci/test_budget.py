@@ -364,6 +364,28 @@ def test_replay_refuses_a_dollar_budget_it_cannot_keep_before_running(
     assert code == 2 and len(err) == 1 and message in err[0], err
 
 
+def test_a_cassette_replay_needs_a_price_for_what_the_recording_spent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The recording's model was simulated: refused before any turn, not after the first."""
+    code = main(["replay", str(DATASET), "--budget-usd", "1"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.startswith("plangate: error: --budget-usd: a dollar budget needs a price, and ")
+    assert "the cassette's session 'obs-001' turn 0 has none (no price known for model 'sim:" in err
+    assert main(["replay", str(DATASET), "--session", "obs-001", "--budget-usd", "1",
+                 "--price-as", "gpt-4o-mini"]) == 0  # fmt: skip
+    gate = (
+        write_gate(tmp_path, "budget_usd = 1").read_text().replace("openai:test-model", "cassette")
+    )
+    (tmp_path / "cassette.toml").write_text(gate.replace('"live"', '"cassette"'))
+    capsys.readouterr()
+    assert main(["gate", str(tmp_path / "cassette.toml"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "baseline.model: a dollar budget needs a price, and the cassette's session" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from plangate.ci.gate._gate import gate_cases, run_gate
+from plangate.ci.gate._cases import gate_cases
+from plangate.ci.gate._gate import run_gate
 from plangate.ci.gate._gate_file import GateFileError, load_gate
 from plangate.ci.gate._reports import junit, markdown, write_reports
 from tests.conftest import REPO
