@@ -162,7 +162,8 @@ def replay(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     with exporting(args) as export:
         results = asyncio.run(_replay_all(dataset, pairs, args, show, export, agents, budget))
-    rate = len(results) / max(time.perf_counter() - began, 1e-9)
+        seconds = time.perf_counter() - began  # not the wait for Phoenix to take the spans
+    rate = turns_per_second(results, seconds)
     if args.output is not None:
         write_table(concat_tables(r.table for r in results if r.table is not None), args.output)
     return _report(results, args, budget, rate)
@@ -189,6 +190,11 @@ def _report(
     if budget.not_run:
         return 2
     return 0 if same == len(results) else 1
+
+
+def turns_per_second(results: list[ReplayResult], seconds: float) -> float:
+    """The turns replayed a second: the turns a budget left unstarted took no time to count."""
+    return sum(r.stop_reason != NOT_RUN for r in results) / max(seconds, 1e-9)
 
 
 def _budget(args: argparse.Namespace) -> RunBudget:
@@ -221,7 +227,7 @@ async def _replay_all(
     began = time.perf_counter()
     with Progress(*columns, disable=not show, transient=True) as progress:
         task = progress.add_task("replaying", total=len(pairs), rate="")
-        done = 0
+        ran = 0
 
         async def one(session: str, turn: int) -> ReplayResult:
             given = (agents or {}).get(session)
@@ -244,9 +250,9 @@ async def _replay_all(
             if given is not None and processor is not None and result.table is not None:
                 for span in spans_from_table(result.table):  # a team's agent's, after its turn
                     processor.on_end(span)
-            nonlocal done
-            done += 1
-            rate = f"{done / max(time.perf_counter() - began, 1e-9):,.1f} turns/s"
+            nonlocal ran
+            ran += result.stop_reason != NOT_RUN  # a turn the budget left has no cost to show
+            rate = f"{ran / max(time.perf_counter() - began, 1e-9):,.1f} turns/s"
             progress.update(task, advance=1, rate=rate)
             return result
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pyarrow.parquet as pq
 import pytest
@@ -24,10 +25,11 @@ from plangate.ci._budget import (
     check_priceable,
     not_run_table,
 )
+from plangate.ci.cli._dataset import turns_per_second
 from plangate.ci.cli._main import main
 from plangate.ci.gate import GateFileError, gate_with_reports
 from plangate.evaluators import evaluate
-from plangate.replay import build_table
+from plangate.replay import ReplayResult, build_table
 from plangate.replay.schema import ERROR_STOP_REASONS
 from tests.chat_server import ChatServer, completion, error, tool_call
 from tests.conftest import REPO
@@ -307,6 +309,12 @@ def test_a_replay_over_its_budget_reports_the_rest_as_not_run(
     table = pq.read_table(out).to_pylist()
     stops = [r["stop_reason"] for r in table if r["span_kind"] == "AGENT"]
     assert stops.count(NOT_RUN) == len(not_run) and len(stops) == total
+
+
+def test_the_rate_counts_the_turns_replayed_not_those_the_budget_left() -> None:
+    ran, left = SimpleNamespace(stop_reason="finished"), SimpleNamespace(stop_reason=NOT_RUN)
+    results = cast(list[ReplayResult], [ran, ran, *[left] * 52])
+    assert turns_per_second(results, 4.0) == 0.5  # 2 turns in 4 s, not 54
 
 
 def test_replay_json_counts_not_run_turns_and_keeps_one_document(endpoint: ChatServer) -> None:
