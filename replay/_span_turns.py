@@ -1,13 +1,17 @@
 """Which turn, and which trial, each span belongs to.
 
 A turn is a trace: its roots (no parent, or one not in the input) and all under them, split by
-trial. A span's trial is its own (`metadata`'s `trial`, `metadata.trial`, `plangate.trial`,
-`trial`) or its nearest ancestor's. `turn_index` is `plangate.turn_index` where a turn has it,
+session and by trial. A trace of one session (`session.id`, else `gen_ai.conversation.id`
+where no span has a `session.id`, else the trace's id) is one turn of it, all its spans in it:
+the usual. A trace of several, such as a batch of runs under one harness span, is split: a
+subtree whose spans name one session is that session's; a span above several is in its own
+session, else its parent's, else in a session named after the trace. A span's trial is its own
+(`metadata`'s `trial`, `metadata.trial`, `plangate.trial`, `trial`) or its nearest ancestor's.
+`turn_index` is `plangate.turn_index` where a turn has it,
 else the rank of its root's start among its session's turns of the same trial without one
 (untimed last, in input order). A session of several trials becomes one per trial,
 `<session>/trial-<n>`, whose turns' `task_id` is `<session>#<turn_index>`: repeats of one task,
-never one merged turn. `session_id` is a trace's first `session.id`, else
-`gen_ai.conversation.id`, else its id.
+never one merged turn.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class Turn(NamedTuple):
     task_id: str | None = None  # a repeat's task, where its spans name none
 
 
-_Unit = tuple[str, int | None]  # the spans of one turn: a trace, and the trial they belong to
+_Unit = tuple[str, int | None]  # the spans of one turn: a part of a trace, and their trial
 
 
 def span_turns(spans: list[SpanRecord], trials: list[int | None]) -> list[Turn]:
@@ -48,30 +52,82 @@ def span_turns(spans: list[SpanRecord], trials: list[int | None]) -> list[Turn]:
     traces: dict[str, list[int]] = defaultdict(list)
     for position, span in enumerate(spans):
         traces[span.trace_id].append(position)
-    sessions: dict[str, str] = {}
+    sessions: dict[str, str] = {}  # each part's session
     units: dict[_Unit, list[SpanRecord]] = defaultdict(list)
-    inherited: dict[str, list[int | None]] = {}
+    placed: list[_Unit] = [("", None)] * len(spans)
     for trace_id, positions in traces.items():
         members = [spans[p] for p in positions]
-        sessions[trace_id] = _session(trace_id, members)
-        inherited[trace_id] = own = _inherited_trials(members, [trials[p] for p in positions])
-        if own.count(own[0]) == len(own):  # the usual: one trial (or none), one turn
-            units[trace_id, own[0]] = members
-            continue
-        for span, trial in zip(members, own, strict=True):
-            units[trace_id, trial].append(span)
+        parts = _parts(trace_id, members, sessions)
+        own = _inherited_trials(members, [trials[p] for p in positions])
+        for position, span, part, trial in zip(positions, members, parts, own, strict=True):
+            units[part, trial].append(span)
+            placed[position] = part, trial
     keys = _keys(_turn_indices(units, sessions), sessions)
-    turns = {
-        position: keys[trace_id, trial]
-        for trace_id, positions in traces.items()
-        for position, trial in zip(positions, inherited[trace_id], strict=True)
-    }
-    return [turns[position] for position in range(len(spans))]
+    return [keys[unit] for unit in placed]
 
 
-def _session(trace_id: str, spans: list[SpanRecord]) -> str:
-    found = (s.attributes.get(key) for key in (SESSION_ID, GenAI.CONVERSATION_ID) for s in spans)
-    return next((str(value) for value in found if not is_missing(value) and str(value)), trace_id)
+def _parts(trace_id: str, spans: list[SpanRecord], sessions: dict[str, str]) -> list[str]:
+    """Each span's part of its trace (`sessions` gets each part's session)."""
+    key = SESSION_ID if any(_text(s.attributes.get(SESSION_ID)) for s in spans) else None
+    own = [_text(s.attributes.get(key or GenAI.CONVERSATION_ID)) for s in spans]
+    found = dict.fromkeys(session for session in own if session is not None)
+    if len(found) <= 1:  # the usual: one session, one part
+        sessions[trace_id] = next(iter(found), trace_id)
+        return [trace_id] * len(spans)
+    parts = []
+    for session in _split(spans, own):
+        part = trace_id if session is None else f"{trace_id}\x1f{session}"
+        sessions[part] = trace_id if session is None else session
+        parts.append(part)
+    return parts
+
+
+_SEVERAL = object()  # a subtree naming more than one session
+
+
+def _split(spans: list[SpanRecord], own: list[str | None]) -> list[str | None]:
+    """Each span's session in a trace of several: its subtree's one, its own, or its parent's."""
+    index = {span.span_id: i for i, span in enumerate(spans)}
+    parents = [index.get(span.parent_span_id or "") for span in spans]
+    children: dict[int, list[int]] = defaultdict(list)
+    for i, parent in enumerate(parents):
+        if parent is not None:
+            children[parent].append(i)
+    order = _top_down(parents, children)
+    below: list[object] = list(own)  # the sessions a span's subtree names: None, one, or several
+    for i in reversed(order):
+        for child in children[i]:
+            below[i] = _joined(below[i], below[child])
+    sessions: list[str | None] = [None] * len(spans)
+    for i in order:
+        mine, parent = below[i], parents[i]
+        inherited = None if parent is None else sessions[parent]
+        sessions[i] = mine if isinstance(mine, str) else own[i] or inherited
+    return sessions
+
+
+def _top_down(parents: list[int | None], children: Mapping[int, list[int]]) -> list[int]:
+    """Every span once, parents before children (a cycle is walked from its first span)."""
+    order, seen = [], [False] * len(parents)
+    roots = [i for i, parent in enumerate(parents) if parent is None]
+    for start in (*roots, *range(len(parents))):
+        stack = [] if seen[start] else [start]
+        seen[start] = True
+        while stack:
+            order.append(i := stack.pop())
+            for child in children[i]:
+                if not seen[child]:
+                    seen[child] = True
+                    stack.append(child)
+    return order
+
+
+def _joined(a: object, b: object) -> object:
+    return a if b is None or a == b else b if a is None else _SEVERAL
+
+
+def _text(value: object) -> str | None:
+    return None if is_missing(value) or not str(value) else str(value)
 
 
 def span_trial(span: SpanRecord) -> int | None:
@@ -131,15 +187,15 @@ def _turn_indices(
 def _keys(turns: Mapping[_Unit, int], sessions: Mapping[str, str]) -> dict[_Unit, Turn]:
     """Each turn's key; a session with several trials becomes one session per trial."""
     trials: dict[str, set[int | None]] = defaultdict(set)
-    for trace_id, trial in turns:
-        trials[sessions[trace_id]].add(trial)
+    for part, trial in turns:
+        trials[sessions[part]].add(trial)
     keys = {}
-    for (trace_id, trial), index in turns.items():
-        session = sessions[trace_id]
-        keys[trace_id, trial] = Turn(session, index)
+    for (part, trial), index in turns.items():
+        session = sessions[part]
+        keys[part, trial] = Turn(session, index)
         if trial is not None and len(trials[session]) > 1:
             own = TRIAL_SESSION.format(session=session, trial=trial)
-            keys[trace_id, trial] = Turn(own, index, f"{session}#{index}")
+            keys[part, trial] = Turn(own, index, f"{session}#{index}")
     return keys
 
 

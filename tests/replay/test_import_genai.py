@@ -234,6 +234,73 @@ def test_a_session_of_one_trial_keeps_its_name_and_numbered_turns(tmp_path: Path
     assert {r["task_id"] for r in agents} == {None}
 
 
+@pytest.mark.parametrize("key", ["gen_ai.conversation.id", "session.id"])
+def test_a_batch_of_conversations_in_one_trace_is_a_turn_each(tmp_path: Path, key: str) -> None:
+    # An eval harness runs its cases under one span: one trace, three conversations. The
+    # conversation is named on the model call (GenAI) or the agent span, never on the harness.
+    recorder = Recorder()
+    with recorder.span("run cases", {"case.count": 3}):
+        for conversation, calls in (("a", [SEARCH] * 5), ("b", [SEARCH, FETCH]), ("c", [FETCH])):
+            named = {"session.id": conversation} if key == "session.id" else {}
+            recorder.turn(conversation, calls, **named)
+    table = read_otlp_json(recorder.write(tmp_path / "batch.json"))
+
+    trace = rows(table, span_kind="AGENT")[0]["trace_id"]
+    for conversation, tools in (
+        ("a", ["search"] * 5),
+        ("b", ["search", "fetch"]),
+        ("c", ["fetch"]),
+    ):
+        assert [
+            r["tool_name"] for r in rows(table, session_id=conversation, span_kind="TOOL")
+        ] == tools
+        assert [r["name"] for r in rows(table, session_id=conversation)][
+            0
+        ] == "invoke_agent planner"
+    assert [r["name"] for r in rows(table, session_id=trace)] == ["run cases"]  # the harness's
+    scores = evaluate(table, names=[LOOPS])
+    assert outcomes(scores, LOOPS) == {  # the loop in "a" is not absorbed into a passing turn
+        ("a", 0): "fail",
+        ("b", 0): "pass",
+        ("c", 0): "pass",
+        (trace, 0): "n/a",
+    }
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(-2, 30), st.sampled_from([None, "a", "b", "c"])),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_span_naming_a_session_is_always_in_it(shape: list[tuple[int, str | None]]) -> None:
+    # One trace, any shape: a parent earlier, later (cycles), itself, unexported (-1), none (-2).
+    trace, unexported = "ab" * 16, "f" * 16
+    ids = [f"{i + 1:016x}" for i in range(len(shape))]
+    spans = [
+        SpanRecord(
+            trace_id=trace,
+            span_id=ids[i],
+            parent_span_id=None
+            if parent == -2
+            else unexported
+            if parent < 0
+            else ids[parent % len(ids)],
+            attributes={"openinference.span.kind": "CHAIN", **({"session.id": s} if s else {})},
+        )
+        for i, (parent, s) in enumerate(shape)
+    ]
+    rows = rows_from_spans(spans, source="test")
+    placed = {r["span_id"]: r["session_id"] for r in rows}
+    named = {span.span_id: span.attributes.get("session.id") for span in spans}
+    for span_id, session in named.items():
+        assert session is None or placed[span_id] == session
+    assert set(placed.values()) <= {*filter(None, named.values()), trace}
+    if len(set(filter(None, named.values()))) <= 1:  # one session: one turn, all in it
+        assert len({(r["session_id"], r["turn_index"]) for r in rows}) == 1
+
+
 # -- pydantic-ai's own instrumentation (versions 1 and 2) ------------------------------------
 
 
