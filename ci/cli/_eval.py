@@ -25,6 +25,7 @@ from plangate.ci._rubrics import rubrics_at
 from plangate.ci._summary import SummaryBuilder
 from plangate.ci.cli._flags import judge_params
 from plangate.ci.cli._printing import terminal
+from plangate.ci.cli._stderr import say
 from plangate.evaluators import (
     DEFAULT_BATCH_ROWS,
     SCORE_SCHEMA,
@@ -64,7 +65,7 @@ def import_files(args: argparse.Namespace) -> int:
     print(f"{args.output}: {table.num_rows} spans, {len(turns)} turns, {sessions} sessions")
     warning = lost_attributes(table)
     if warning is not None:
-        print(f"plangate: warning: {warning}", file=sys.stderr)
+        say("warning", warning)
     return 0
 
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from plangate.ci.cli._stderr import say
 from plangate.ci.phoenix import ExportReport, PhoenixError, PhoenixExport
 from plangate.ci.phoenix.names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
 
@@ -77,7 +78,7 @@ def close_export(export: PhoenixExport | None) -> ExportReport | None:
         report = export.close()
     except Exception as exc:  # the run is done: its outcome stands whatever tracing did
         logger.exception("closing the Phoenix export failed")
-        print(f"plangate: phoenix: closing the export failed: {exc}", file=sys.stderr)
+        say("phoenix", f"closing the export failed: {exc}")
         return None
     print(report.summary(), file=sys.stderr)
     if report.missing:

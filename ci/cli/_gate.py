@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from plangate.ci._json import json_text
 from plangate.ci.cli._exporting import exporting
 from plangate.ci.cli._flags import endpoint_flags, judge_params
 from plangate.ci.cli._printing import short, terminal
+from plangate.ci.cli._stderr import say
 from plangate.ci.gate import (
     DEFAULT_GATE,
     REPORT_MARKER,
@@ -64,7 +64,7 @@ def gate(args: argparse.Namespace) -> int:
         published = publish_verdict(export, verdict)
         verdict = published.verdict
         for problem in published.problems:
-            print(f"plangate: phoenix: annotations not logged: {problem}", file=sys.stderr)
+            say("phoenix", f"annotations not logged: {problem}")
         if published.runs and not published.problems:
             print(
                 f"phoenix: {published.span_annotations} span annotations logged "

@@ -31,6 +31,7 @@ from typing import NoReturn, cast
 
 from plangate.ci.cli._arguments import add_commands
 from plangate.ci.cli._flags import ENDPOINT_FLAGS
+from plangate.ci.cli._stderr import say
 from plangate.harness import PlangateError
 
 EXIT_USAGE = 2
@@ -124,7 +125,7 @@ def _main(argv: Sequence[str] | None) -> int:
                 os.environ[variable] = str(getattr(args, flag))
         return handler(f"{args.command} {verb}" if verb else args.command)(args)
     except PlangateError as exc:
-        print(f"plangate: error: {exc}", file=sys.stderr)
+        say("error", exc)
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
@@ -139,7 +140,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return _internal(exc)
         # A path the user named (or its folder) cannot be read or written: full, read-only,
         # missing. Nothing of ours is broken; the path and the reason say what to fix.
-        print(f"plangate: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        say("error", f"{exc.filename}: {exc.strerror or exc}")
         return EXIT_USAGE
     except Exception as exc:
         return _internal(exc)

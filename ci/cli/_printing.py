@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from rich.console import Console
 
+from plangate.ci.cli._stderr import say
 from plangate.harness import TurnResult, infrastructure_failure
 
 EXIT_INFRASTRUCTURE_FAILED = 2
@@ -42,7 +42,7 @@ def report_turn(result: TurnResult, *, as_json: bool) -> int:
         print_trajectory(result)
     failure = infrastructure_failure(result.stop_reason, result.stop_detail)
     if failure is not None:
-        print(f"plangate: error: {failure}", file=sys.stderr)
+        say("error", failure)
         return EXIT_INFRASTRUCTURE_FAILED
     return 0
 

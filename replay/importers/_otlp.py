@@ -293,7 +293,7 @@ def _proto_attributes(items: Any) -> dict[str, Any]:
         try:
             value = _proto_value(item.value)
         except _Malformed as bad:
-            raise _Malformed(f"attribute {item.key!r}: {bad}") from None
+            raise _Malformed(f"attribute {item.key!r} {bad}") from None
         if value is not None:
             attributes[item.key] = value
     return attributes
@@ -312,7 +312,7 @@ def _proto_value(value: Any) -> Any:
         return base64.b64encode(value.bytes_value).decode("ascii")
     if kind is None:
         return None
-    raise _Malformed(f"unknown value type {kind!r}")
+    raise _Malformed(f"has unknown value type {kind!r}")
 
 
 _PROTO_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
@@ -445,11 +445,11 @@ def _value(data: Any, where: str) -> Any:
     kind, value = next(iter(data.items()))
     decode = _DECODERS.get(kind)
     if decode is None:
-        raise TraceTableError(f"{where}: unknown value type {kind!r}")
+        raise TraceTableError(f"{where} has unknown value type {kind!r}")
     try:
         return decode(value, where)
     except (TypeError, ValueError, AttributeError) as exc:
-        raise TraceTableError(f"{where}: {kind} {value!r} is not valid ({exc})") from exc
+        raise TraceTableError(f"{where} has {kind} {value!r}, not valid ({exc})") from exc
 
 
 def _array(value: Any, where: str) -> list[Any]:

@@ -122,6 +122,30 @@ def test_a_bug_exits_3_with_one_line_and_a_log(
     assert "sk-live-0123456789abcdefghij" not in text and "[REDACTED]" in text
 
 
+@pytest.mark.parametrize(
+    "span",
+    [
+        {"attributes": [{"key": "llm.token_count.prompt", "value": {"intValue": "KEY"}}]},
+        {"traceId": "KEY"},
+        {"attributes": [{"value": {"stringValue": "KEY"}}]},  # a pair with no key
+    ],
+    ids=["a value", "an id", "a keyless pair"],
+)
+def test_an_error_line_never_quotes_a_secret(
+    tmp_path: Path, span: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A bad value is quoted so the user can find it; an API key pasted in the wrong place too.
+    key = "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678Stu901"
+    base = {"traceId": "1" * 32, "spanId": "1" * 16, "name": "call"}
+    request = {"resourceSpans": [{"scopeSpans": [{"spans": [{**base, **span}]}]}]}
+    source = tmp_path / "spans.json"
+    source.write_text(json.dumps(request).replace("KEY", key), encoding="utf-8")
+    assert main(["import", "otlp-json", str(source), "-o", str(tmp_path / "t.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(source) in err and "[REDACTED]" in err
+    assert key not in err and "sk-proj" not in err
+
+
 def test_ctrl_c_exits_130_with_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -132,7 +132,7 @@ BAD_OTLP = [
         json.dumps(
             span_json(attributes=[{"key": "plangate.iteration", "value": {"intValue": "x"}}])
         ),
-        "attribute 'plangate.iteration': intValue 'x' is not valid",
+        "attribute 'plangate.iteration' has intValue 'x', not valid",
     ),
     (
         json.dumps(

@@ -350,7 +350,7 @@ def test_the_protobuf_and_json_readers_agree() -> None:
         (lambda span: setattr(span.status, "code", 7), "status code 7 is not 0, 1 or 2"),
         (
             lambda span: setattr(span.events[0].attributes[0].value, "string_value_strindex", 1),
-            "events[0]: attribute 'attempt': unknown value type 'string_value_strindex'",
+            "events[0]: attribute 'attempt' has unknown value type 'string_value_strindex'",
         ),
     ],
 )
