@@ -74,8 +74,15 @@ class SpanRecord:
 
 
 def time_from_nanos(nanos: int) -> datetime:
-    """Epoch nanoseconds as an aware UTC datetime, cut (exactly) to microseconds."""
-    return EPOCH + timedelta(microseconds=nanos // 1000)
+    """Epoch nanoseconds as an aware UTC datetime, cut (exactly) to microseconds.
+
+    Raises:
+        ValueError: The time is not in the years 1 to 9999.
+    """
+    try:
+        return EPOCH + timedelta(microseconds=nanos // 1000)
+    except OverflowError:
+        raise ValueError(f"{nanos} ns from 1970 is not in the years 1 to 9999") from None
 
 
 def with_dropped(attributes: dict[str, Any], dropped: Any) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def build_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
     try:
         table = table_from_columns(columns)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
         raise TraceTableError(f"rows do not fit the trace table: {_locate(rows, exc)}") from exc
     validate_table(table)
     return table
@@ -251,8 +251,9 @@ def _locate(rows: list[Mapping[str, Any]], exc: Exception) -> str:
                 continue
             try:
                 pa.array([value], type=field_type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-                return f"row {index}, column {name!r}: {value!r} is not {field_type}"
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+                span = f" (span {row[SPAN_ID]!r})" if row.get(SPAN_ID) else ""
+                return f"row {index}{span}, column {name!r}: {value!r} is not {field_type}"
     return str(exc)
 
 

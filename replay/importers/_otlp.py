@@ -181,7 +181,7 @@ def _request_spans(request: Any, where: str) -> Iterator[SpanRecord]:
     for i, resource_spans in enumerate(request["resourceSpans"]):
         at = f"{where}: resourceSpans[{i}]"
         spans = list(_scope_spans(resource_spans, at))
-        resource = (resource_spans.get("resource") or {}).get("attributes")
+        resource = _object(resource_spans, "resource", at).get("attributes")
         attributes = _attributes(resource, f"{at}.resource")
         for location, span in spans:
             yield _span(span, attributes, location)
@@ -343,10 +343,17 @@ def _list(data: Any, key: str, where: str) -> list[Any]:
     return value
 
 
+def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise TraceTableError(f"{where}: {key!r} is not a JSON object")
+    return value
+
+
 def _span(data: dict[str, Any], resource: dict[str, Any], where: str) -> SpanRecord:
-    status = data.get("status") or {}
+    status = _object(data, "status", where)
     code = status.get("code", 0)
-    if code not in _STATUS:
+    if not isinstance(code, int | str) or code not in _STATUS:
         raise TraceTableError(f"{where}: status code {code!r} is not 0, 1, 2 or a STATUS_CODE_*")
     return SpanRecord(
         trace_id=_required_id(data, "traceId", 16, where),
@@ -417,9 +424,9 @@ def _time(data: dict[str, Any], key: str, where: str) -> Any:
     value = data.get(key)
     try:
         nanos = int(value) if value is not None else 0
+        return time_from_nanos(nanos) if nanos else None
     except (TypeError, ValueError):
-        raise TraceTableError(f"{where}: {key} {value!r} is not a number of nanoseconds") from None
-    return time_from_nanos(nanos) if nanos else None
+        raise TraceTableError(f"{where}: {key} {value!r} is not a time in nanoseconds") from None
 
 
 def _attributes(items: Any, where: str) -> dict[str, Any]:

@@ -238,14 +238,14 @@ def _time(value: Any, where: str) -> datetime | None:
     """
     if value is None:
         return None
-    if isinstance(value, pd.Timestamp):
-        nanos = value.value if value.tzinfo is not None else value.tz_localize("UTC").value
-        return time_from_nanos(int(nanos))
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return time_from_nanos(int(value * _nanos_per_unit(abs(value))))
     try:
+        if isinstance(value, pd.Timestamp):
+            nanos = value.value if value.tzinfo is not None else value.tz_localize("UTC").value
+            return time_from_nanos(int(nanos))
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return time_from_nanos(int(value * _nanos_per_unit(abs(value))))
         return to_utc(value)
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise TraceTableError(f"{where}: {value!r} is not a time") from exc
 
 

@@ -16,10 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from plangate.replay._openinference import rows_from_spans
 from plangate.replay._spans import SpanRecord, SpanValueError
-from plangate.replay.schema import SPAN_ONCE, TraceTableError, build_table, concat_tables
+from plangate.replay.schema import (
+    SESSION_ID,
+    SPAN_ONCE,
+    TraceTableError,
+    build_table,
+    concat_tables,
+)
 
 Importer = Callable[[Path], pa.Table]
 """Reads one file into a trace table."""
@@ -76,7 +83,40 @@ def import_traces(format: str, paths: Sequence[str | Path]) -> pa.Table:
     if format in _SPAN_READERS:
         reader, source, check = _SPAN_READERS[format]
         return table_of_spans({path: reader(path) for path in files}, source, check)
-    return concat_tables(_IMPORTERS[format](path) for path in files)
+    tables = {path: _imported(_IMPORTERS[format], path) for path in files}
+    _check_sessions_apart(tables)
+    table = concat_tables(tables.values())
+    if not table.num_rows:
+        raise TraceTableError(f"{_named(files)}: nothing to import (no trajectory in it)")
+    return table
+
+
+def _imported(importer: Importer, path: Path) -> pa.Table:
+    """One file's table; an error that does not name the file names it."""
+    try:
+        return importer(path)
+    except TraceTableError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise TraceTableError(f"{path}: {exc}") from exc
+
+
+def _check_sessions_apart(tables: Mapping[Path, pa.Table]) -> None:
+    """Refuse two files holding one session: their turns would be one session's, twice over.
+
+    Files of trajectories name their sessions by a task or by the file's name, so two runs of
+    one benchmark, or two `conv.json` in different folders, hold the same sessions.
+    """
+    seen: dict[str, Path] = {}
+    for path, table in tables.items():
+        for session in pc.unique(table.column(SESSION_ID)).to_pylist():
+            first = seen.setdefault(session, path)
+            if first != path:
+                raise TraceTableError(
+                    f"{first} and {path} both hold session {session!r}: give each its own "
+                    "table (runs of one benchmark are compared, not merged), or rename a file "
+                    "whose name is the session"
+                )
 
 
 def table_of_spans(

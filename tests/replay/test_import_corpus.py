@@ -374,6 +374,12 @@ TAU2_SIMULATION = {
         ),
         ("openai-messages", [{"role": "tool", "content": "a"}], ["message 0", "'tool_call_id'"]),
         ("openai-messages", {"session_id": "s"}, ["conversation 0", "'messages'", "missing"]),
+        (  # past the column's type: found when the table is built, still named
+            "tau-bench",
+            [{**TAU_RECORD, "trial": 10**23}],
+            ["column 'trial'", "100000000000000000000000 is not int32"],
+        ),
+        ("tau-bench", [], ["nothing to import"]),
     ],
 )
 def test_bad_input_names_file_record_and_field(

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plangate.replay import build_table, import_traces
+from plangate.replay import TraceTableError, build_table, import_traces
 from plangate.replay.importers._messages import rows_from_messages, span_id_for, trace_id_for
 
 
@@ -231,6 +232,29 @@ def test_ids_are_deterministic_and_distinct() -> None:
         messages, session_id="s", turn_index=1, source="t", trace_id="abc"
     )
     assert {row["trace_id"] for row in given_id} == {"abc"}
+
+
+def test_files_of_several_conversations_import_together(tmp_path: Path) -> None:
+    one = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = write(tmp_path / "a", one, "x.json"), write(tmp_path / "b", one, "y.json")
+    frame = import_traces("openai-messages", [first, second]).to_pandas()
+    assert sorted(frame.session_id.unique()) == ["openai-messages/x", "openai-messages/y"]
+
+    # Two files both named conv.json hold one session: merged, each span would be there twice.
+    clash = write(tmp_path / "b", one, "x.json")
+    with pytest.raises(TraceTableError) as raised:
+        import_traces("openai-messages", [first, clash])
+    assert str(raised.value).startswith(
+        f"{first} and {clash} both hold session 'openai-messages/x'"
+    )
+
+
+def test_a_file_of_no_conversation_is_refused(tmp_path: Path) -> None:
+    # Imported, it would be a table of nothing, and `eval` would have nothing to say about it.
+    with pytest.raises(TraceTableError, match="empty.json: nothing to import"):
+        import_traces("openai-messages", [write(tmp_path, [], "empty.json")])
 
 
 def test_importing_twice_gives_identical_tables(tmp_path: Path) -> None:

@@ -140,6 +140,24 @@ BAD_OTLP = [
         ),
         "plangate.iteration is 'third', expected a whole number",
     ),
+    (json.dumps(span_json(status=[1])), "spans[0]: 'status' is not a JSON object"),
+    (json.dumps(span_json(status={"code": [1]})), "status code [1] is not 0, 1, 2"),
+    (
+        json.dumps({"resourceSpans": [{**span_json()["resourceSpans"][0], "resource": ["x"]}]}),
+        "resourceSpans[0]: 'resource' is not a JSON object",
+    ),
+    (  # past the year 9999
+        json.dumps(span_json(startTimeUnixNano="1" + "0" * 23)),
+        "startTimeUnixNano '1" + "0" * 23 + "' is not a time in nanoseconds",
+    ),
+    (  # past a 64-bit count
+        json.dumps(
+            span_json(
+                attributes=[{"key": "llm.token_count.prompt", "value": {"intValue": "9" * 20}}]
+            )
+        ),
+        "(span 'b7ad6b7169203331'), column 'tokens_prompt': " + "9" * 20 + " is not int64",
+    ),
     (  # a digit to str.isdigit, not to int
         json.dumps(
             span_json(attributes=[{"key": "plangate.iteration", "value": {"stringValue": "²"}}])
@@ -334,6 +352,12 @@ def test_phoenix_frame_without_span_ids_is_refused() -> None:
         ({"context.trace_id": [TRACE, None, TRACE]}, "row 1: no 'context.trace_id'"),
         ({"status_code": ["OK", "FINE", "OK"]}, "row 1: status_code 'FINE'"),
         ({"attributes.plangate": [{}, {"iteration": 1.5}, {}]}, "plangate.iteration is 1.5"),
+        ({"start_time": [1e30, 1e30, 1e30]}, "row 0, start_time: 1e+30 is not a time"),
+        ({"end_time": [float("inf")] * 3}, "row 0, end_time: inf is not a time"),
+        (
+            {"attributes.llm": [{"token_count": {"prompt": 10**25}}, {}, {}]},
+            "column 'tokens_prompt': 10000000000000000000000000 is not int64",
+        ),
     ],
 )
 def test_bad_phoenix_values_name_the_row_or_span(
