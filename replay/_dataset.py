@@ -444,9 +444,12 @@ JSON_COLUMNS = {
     "sessions.parquet": ("metadata",),
     "turns.parquet": ("plan_before", "features_before", "messages", "steps"),
     "model_cassette.parquet": ("request", "tools", "response"),
-    "tool_cassette.parquet": (TOOL_ARGS,),
 }
-"""The columns that hold JSON text, which replaying parses (the rubric is checked apart)."""
+"""The columns that hold JSON text, which replaying parses (the rubric is checked apart).
+
+Not the tool cassette's `tool_args`: like the trace table's, they are canonical arguments,
+JSON or the model's text as it gave it (cut short, say), and a replayed call is looked up by
+the same text."""
 
 
 def _check_json(file: Path, table: pa.Table, columns: tuple[str, ...]) -> list[str]:

@@ -230,8 +230,16 @@ class _Upstream:
 
 def catalog_from(records: Sequence[Any], server: str) -> list[dict[str, Any]] | None:
     """The tool list recorded for `server` among the `LIST` records (the last); None if none."""
-    listed = [r for r in records if json.loads(r.tool_args).get("server") == server]
+    listed = [r for r in records if _server_of(r.tool_args) == server]
     return json.loads(listed[-1].result) if listed else None
+
+
+def _server_of(arguments: str) -> object:
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return None  # another tool's arguments, not a listing's
+    return parsed.get("server") if isinstance(parsed, dict) else None
 
 
 def mcp_urls(gateways: Sequence[McpGateway]) -> Mapping[str, str]:

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -202,6 +203,20 @@ def test_a_dataset_from_its_own_spans_has_the_same_turns(golden: Path, tmp_path:
     assert rebuilt.session("s1")["variant"] == "alyx"
     first = asyncio.run(replay_turn(rebuilt, "s1", 0))
     assert first.error is None and first.divergence is None
+
+
+def test_arguments_that_are_not_json_make_a_valid_golden(golden: Path, tmp_path: Path) -> None:
+    # Another agent's model cut a call's arguments short: the trace keeps the text as given,
+    # and so does the golden (a replayed call is looked up by that text), which validates.
+    spans = read_dataset(golden).spans
+    arguments = spans["tool_args"].to_pylist()
+    first = next(i for i, kind in enumerate(spans["span_kind"].to_pylist()) if kind == "TOOL")
+    arguments[first] = '{"query": "p95 lat'
+    index = spans.schema.get_field_index("tool_args")
+    cut = spans.set_column(index, spans.schema.field(index), pa.array(arguments, pa.string()))
+    folder = write_dataset(dataset_from_traces(cut, name="cut"), tmp_path / "cut")
+    assert validate_dataset(folder) == []
+    assert '{"query": "p95 lat' in read_dataset(folder).tool_cassette["tool_args"].to_pylist()
 
 
 def test_from_traces_keeps_only_the_chosen_sessions(golden: Path) -> None:
