@@ -7,9 +7,9 @@ the usual. A trace of several, such as a batch of runs under one harness span, i
 subtree whose spans name one session is that session's; a span above several is in its own
 session, else its parent's, else in a session named after the trace. A span's trial is its own
 (`metadata`'s `trial`, `metadata.trial`, `plangate.trial`, `trial`) or its nearest ancestor's.
-`turn_index` is `plangate.turn_index` where a turn has it,
-else the rank of its root's start among its session's turns of the same trial without one
-(untimed last, in input order). A session of several trials becomes one per trial,
+`turn_index` is `plangate.turn_index` where a turn has it, else the rank of its root's start
+among its session's turns of the same trial without one (untimed last, in input order),
+skipping the numbers the others have. A session of several trials becomes one per trial,
 `<session>/trial-<n>`, whose turns' `task_id` is `<session>#<turn_index>`: repeats of one task,
 never one merged turn.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
+from itertools import count
 from typing import NamedTuple
 
 from plangate.harness.semconv import METADATA, SESSION_ID, TRIAL, TURN_INDEX, GenAI
@@ -169,18 +170,21 @@ def _turn_indices(
     """Each turn's index: its own attribute, else its rank in the session's trial by start."""
     turns: dict[_Unit, int] = {}
     unnumbered: dict[_Unit, list[tuple[bool, datetime, int, _Unit]]] = defaultdict(list)
+    taken: dict[_Unit, set[int]] = defaultdict(set)
     for position, (unit, spans) in enumerate(units.items()):
+        group = (sessions[unit[0]], unit[1])  # the session and trial
         found = (as_integer(s.attributes.get(TURN_INDEX), TURN_INDEX, s) for s in spans)
         explicit = next((index for index in found if index is not None), None)
         if explicit is not None:
             turns[unit] = explicit
+            taken[group].add(explicit)
             continue
         start = _root_start(spans)
-        group = (sessions[unit[0]], unit[1])  # the session and trial
         unnumbered[group].append((start is None, start or EPOCH, position, unit))
-    for entries in unnumbered.values():
-        for rank, entry in enumerate(sorted(entries)):
-            turns[entry[3]] = rank
+    for group, entries in unnumbered.items():
+        free = (index for index in count() if index not in taken[group])
+        for entry, index in zip(sorted(entries), free, strict=False):  # free never ends
+            turns[entry[3]] = index
     return turns
 
 

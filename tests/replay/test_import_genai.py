@@ -234,6 +234,16 @@ def test_a_session_of_one_trial_keeps_its_name_and_numbered_turns(tmp_path: Path
     assert {r["task_id"] for r in agents} == {None}
 
 
+def test_a_turn_without_a_number_never_takes_one_another_turn_has(tmp_path: Path) -> None:
+    recorder = Recorder()
+    recorder.turn("conv-6", [FETCH])  # ranked first by start, but 0 is taken
+    recorder.turn("conv-6", [SEARCH], **{"plangate.turn_index": 0})
+    table = read_otlp_json(recorder.write(tmp_path / "mixed.json"))
+    agents = rows(table, span_kind="AGENT")
+    assert sorted(r["turn_index"] for r in agents) == [0, 1]  # two turns, never one merged
+    assert [r["tool_name"] for r in rows(table, turn_index=0, span_kind="TOOL")] == ["search"]
+
+
 @pytest.mark.parametrize("key", ["gen_ai.conversation.id", "session.id"])
 def test_a_batch_of_conversations_in_one_trace_is_a_turn_each(tmp_path: Path, key: str) -> None:
     # An eval harness runs its cases under one span: one trace, three conversations. The
