@@ -310,9 +310,10 @@ def _limit(max_tokens: int | None, max_usd: float | None) -> str:
 
 
 def _spent(use: BudgetUse) -> str:
+    """What the finished turns spent: at least, once one turn's spend is unknown."""
     parts = []
     if use.max_tokens is not None:
         parts.append(f"{use.tokens:,} tokens")
     if use.max_usd is not None:
         parts.append(f"${use.usd:,.4f}")
-    return ", ".join(parts)
+    return ("at least " if use.stopped is not None else "") + ", ".join(parts)

@@ -104,8 +104,10 @@ def test_uncounted_tokens_stop_a_token_budget_unless_the_call_failed() -> None:
 
 def test_a_turn_that_reports_no_model_calls_stops_the_budget_too() -> None:
     budget = RunBudget(max_tokens=1000)
+    budget.spend(turn([(100, 20)]))
     budget.spend(turn([]))  # a team's agent whose spans hold no LLM call: spend unknown
     assert budget.reached() and "cannot be kept" in budget.reason()
+    assert budget.use().line == "1,000 tokens, at least 120 tokens spent over 2 turn(s)"
 
 
 def test_a_turn_not_run_is_an_error_under_every_evaluator_naming_the_budget() -> None:
