@@ -198,7 +198,21 @@ def _tool_name(definition: dict[str, Any]) -> str:
 
 
 def answer_of(llm: Row, attributes: dict[str, Any]) -> tuple[str, list[Row]]:
-    """The answer's text and the tool calls it asks for (`{id, name, arguments}`)."""
+    """The answer's text and the tool calls it asks for (`{id, name, arguments}`).
+
+    A call the trace gives no id is `call-N`, N its place in the answer.
+    """
+    content, calls = _answer(llm, attributes)
+    return content, [{**c, "id": c["id"] or f"call-{n}"} for n, c in enumerate(calls)]
+
+
+def asked_ids(llm: Row) -> list[str]:
+    """The ids of the tool calls an LLM row's answer asks for, those the trace gives."""
+    return [c["id"] for c in _answer(llm, row_attributes(llm))[1] if c["id"]]
+
+
+def _answer(llm: Row, attributes: dict[str, Any]) -> tuple[str, list[Row]]:
+    """`answer_of`, a call's id None where the trace gives none."""
     calls = _openinference_calls(attributes)
     if _CONTENT in attributes or calls:
         return str(attributes.get(_CONTENT) or ""), calls
@@ -207,11 +221,11 @@ def answer_of(llm: Row, attributes: dict[str, Any]) -> tuple[str, list[Row]]:
     if not (isinstance(first, dict) and isinstance(first.get("parts"), list)):
         return str(llm[OUTPUT_VALUE] or ""), []
     chat = _genai_chat([first])
-    said = chat[-1] if chat else {"content": ""}
+    said: Row = chat[-1] if chat else {"content": ""}
     asked = [
-        {"id": str(c["id"] or f"call-{i}"), "name": str(c["function"]["name"] or ""),
+        {"id": str(c["id"]) if c["id"] else None, "name": str(c["function"]["name"] or ""),
          "arguments": c["function"]["arguments"]}
-        for i, c in enumerate(said.get("tool_calls") or ())
+        for c in said.get("tool_calls") or ()
     ]  # fmt: skip
     return str(said["content"]), asked
 
@@ -224,9 +238,9 @@ def _openinference_calls(attributes: dict[str, Any]) -> list[Row]:
             found[int(match.group(1))][match.group(2)] = value
     return [
         {
-            "id": str(c.get(sc.TOOL_CALL_ID) or f"call-{i}"),
+            "id": str(c[sc.TOOL_CALL_ID]) if c.get(sc.TOOL_CALL_ID) else None,
             "name": str(c.get(sc.TOOL_CALL_FUNCTION_NAME) or ""),
             "arguments": str(c.get(sc.TOOL_CALL_FUNCTION_ARGUMENTS) or "{}"),
         }
-        for i, c in sorted(found.items())
+        for _, c in sorted(found.items())
     ]

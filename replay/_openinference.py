@@ -14,12 +14,13 @@ Conventions:
   dict when Phoenix has already parsed it); `metadata` itself stays in `attributes`, parsed.
 - `iteration` is `plangate.iteration`; in a turn whose spans carry none (another agent's),
   the model calls are numbered by start, and each tool call gets the number of the model call
-  before it.
+  that asked for its call id, else of the model call before it.
 - NaN is missing; a value that should be a whole number and is not raises `TraceTableError`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Set
 from itertools import groupby
 from typing import Any, Literal
@@ -45,6 +46,7 @@ from plangate.harness.semconv import (
     GenAI,
     PydanticAI,
 )
+from plangate.replay._from_traces_llm import asked_ids
 from plangate.replay._span_turns import Turn, span_trial, span_turns
 from plangate.replay._spans import (
     EPOCH,
@@ -131,19 +133,37 @@ def rows_from_spans(spans: Iterable[SpanRecord], *, source: str) -> list[dict[st
 def _number_model_calls(turn: list[dict[str, Any]]) -> None:
     """Number a turn's model calls where its spans number none (by start: they are sorted).
 
-    LLM rows are 1, 2, … and a TOOL row gets the number of the model call that started last
-    before it: a model call's tool calls run after it and before the next one.
+    LLM rows are 1, 2, … A TOOL row gets the number of the model call whose answer asked for
+    its call id, where one did: tools may run on a host whose clock disagrees with the model
+    call's. Any other TOOL row gets the number of the model call that started last before it:
+    a model call's tool calls run after it and before the next one.
     """
     if any(row[schema.ITERATION] is not None for row in turn):
         return
+    llms = [r for r in turn if r[schema.SPAN_KIND] == "LLM" and r[schema.START_TIME] is not None]
+    tools = [r for r in turn if r[schema.SPAN_KIND] == "TOOL"]
+    asker = _askers(llms) if any(r[schema.TOOL_CALL_ID] for r in tools) else {}
     calls = 0
     for row in turn:
-        if row[schema.START_TIME] is None:
-            continue
-        if row[schema.SPAN_KIND] == "LLM":
+        if row[schema.SPAN_KIND] == "LLM" and row[schema.START_TIME] is not None:
             calls += 1
-        if row[schema.SPAN_KIND] in ("LLM", "TOOL") and calls:
             row[schema.ITERATION] = calls
+        elif row[schema.SPAN_KIND] == "TOOL":
+            timed = calls if row[schema.START_TIME] is not None else 0
+            row[schema.ITERATION] = asker.get(row[schema.TOOL_CALL_ID], timed) or None
+
+
+def _askers(llms: list[dict[str, Any]]) -> dict[str, int]:
+    """Each call id a model call asked for, and that call's number (from 1).
+
+    An id two model calls asked for is left out: some models number their calls afresh in
+    each answer (`call_0`), and then only the clock tells.
+    """
+    numbers: dict[str, set[int]] = defaultdict(set)
+    for number, llm in enumerate(llms, start=1):
+        for call_id in asked_ids(llm):
+            numbers[call_id].add(number)
+    return {call_id: min(found) for call_id, found in numbers.items() if len(found) == 1}
 
 
 def span_convention(span: SpanRecord) -> Literal["openinference", "genai"] | None:

@@ -244,6 +244,73 @@ def test_a_turn_without_a_number_never_takes_one_another_turn_has(tmp_path: Path
     assert [r["tool_name"] for r in rows(table, turn_index=0, span_kind="TOOL")] == ["search"]
 
 
+def _asking(ids: list[str], openinference: bool) -> dict[str, Any]:
+    """A model call's attributes whose answer asks for the tool calls `ids`."""
+    if openinference:
+        prefix = "llm.output_messages.0.message"
+        return {
+            "openinference.span.kind": "LLM",
+            f"{prefix}.role": "assistant",
+            **{f"{prefix}.tool_calls.{n}.tool_call.id": i for n, i in enumerate(ids)},
+            **{
+                f"{prefix}.tool_calls.{n}.tool_call.function.name": "search"
+                for n in range(len(ids))
+            },
+        }
+    parts = [{"type": "tool_call", "id": i, "name": "search", "arguments": {}} for i in ids]
+    answer = [{"role": "assistant", "parts": parts, "finish_reason": "tool_call"}]
+    return {"gen_ai.operation.name": "chat", "gen_ai.output.messages": json.dumps(answer)}
+
+
+@pytest.mark.parametrize("openinference", [False, True], ids=["genai", "openinference"])
+def test_a_tool_call_belongs_to_the_model_call_that_asked_for_it_whatever_the_clocks(
+    openinference: bool,
+) -> None:
+    # The tools ran on a host whose clock is 5 s behind the model's: by start, every tool call
+    # came before the first model call. The answers name the calls they asked for.
+    tool_id = "tool.id" if openinference else "gen_ai.tool.call.id"
+    tool_kind = (
+        {"openinference.span.kind": "TOOL", "tool.name": "search"}
+        if openinference
+        else {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
+    )
+
+    def span(number: int, start: int, attributes: dict[str, Any]) -> SpanRecord:
+        return SpanRecord(
+            trace_id="ab" * 16,
+            span_id=f"{number:016x}",
+            parent_span_id=None if number == 1 else f"{1:016x}",
+            name=f"span {number}",
+            start_time=EPOCH + timedelta(milliseconds=start),
+            attributes=attributes,
+        )
+
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": "c"}
+    spans = [
+        span(1, 5_000, agent),
+        span(2, 5_010, _asking(["a", "b"], openinference)),
+        span(3, 5_020, _asking(["c"], openinference)),
+        *(span(n + 4, 15 + n, {**tool_kind, tool_id: i}) for n, i in enumerate("abc")),
+        span(9, 11, {**tool_kind, tool_id: "unasked"}),
+    ]
+    table = rows_from_spans(spans, source="otlp")
+    iterations = {r["tool_call_id"]: r["iteration"] for r in table if r["span_kind"] == "TOOL"}
+    assert iterations == {"a": 1, "b": 1, "c": 2, "unasked": None}  # before any model call
+    assert [r["iteration"] for r in table if r["span_kind"] == "LLM"] == [1, 2]
+
+    # Ids each answer numbers afresh (`call_0` twice) say nothing: then the clock decides.
+    spans[1:3] = [
+        span(2, 5_010, _asking(["a"], openinference)),
+        span(3, 5_020, _asking(["a"], openinference)),
+    ]
+    spans[3:] = [
+        span(4, 5_015, {**tool_kind, tool_id: "a"}),
+        span(5, 5_025, {**tool_kind, tool_id: "a"}),
+    ]
+    table = rows_from_spans(spans, source="otlp")
+    assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]
+
+
 @pytest.mark.parametrize("key", ["gen_ai.conversation.id", "session.id"])
 def test_a_batch_of_conversations_in_one_trace_is_a_turn_each(tmp_path: Path, key: str) -> None:
     # An eval harness runs its cases under one span: one trace, three conversations. The
