@@ -4,9 +4,11 @@ A turn is a trace: its roots (no parent, or one not in the input) and all under 
 session and by trial. A trace of one session (`session.id`, else `gen_ai.conversation.id`
 where no span has a `session.id`, else the trace's id) is one turn of it, all its spans in it:
 the usual. A trace of several, such as a batch of runs under one harness span, is split: a
-subtree whose spans name one session is that session's; a span above several is in its own
-session, else its parent's, else in a session named after the trace. A span's trial is its own
-(`metadata`'s `trial`, `metadata.trial`, `plangate.trial`, `trial`) or its nearest ancestor's.
+span is in the session it names, else in its parent's; a span under none is in the one its
+subtree names, else in the one its children name (an agent whose model call names its
+conversation, above a sub-agent's), else in a session named after the trace (a harness span).
+A span's trial is its own (`metadata`'s `trial`, `metadata.trial`, `plangate.trial`, `trial`)
+or its nearest ancestor's.
 `turn_index` is `plangate.turn_index` where a turn has it, else the rank of its root's start
 among its session's turns of the same trial without one (untimed last, in input order),
 skipping the numbers the others have. A session of several trials becomes one per trial,
@@ -87,7 +89,12 @@ _SEVERAL = object()  # a subtree naming more than one session
 
 
 def _split(spans: list[SpanRecord], own: list[str | None]) -> list[str | None]:
-    """Each span's session in a trace of several: its subtree's one, its own, or its parent's."""
+    """Each span's session in a trace of several.
+
+    A span's own, else its parent's, else (under no session) the one its subtree names, else
+    the one its children name, if one: an agent whose model call names its conversation keeps
+    a sub-agent's work below it; a harness span above a batch of conversations has none.
+    """
     index = {span.span_id: i for i, span in enumerate(spans)}
     parents = [index.get(span.parent_span_id or "") for span in spans]
     children: dict[int, list[int]] = defaultdict(list)
@@ -101,9 +108,15 @@ def _split(spans: list[SpanRecord], own: list[str | None]) -> list[str | None]:
             below[i] = _joined(below[i], below[child])
     sessions: list[str | None] = [None] * len(spans)
     for i in order:
-        mine, parent = below[i], parents[i]
+        parent, mine = parents[i], below[i]
         inherited = None if parent is None else sessions[parent]
-        sessions[i] = mine if isinstance(mine, str) else own[i] or inherited
+        if own[i] or inherited:
+            sessions[i] = own[i] or inherited
+        elif isinstance(mine, str):
+            sessions[i] = mine
+        else:  # above several: the one its own calls name (an agent above a sub-agent's), if one
+            named = {own[child] for child in children[i]} - {None}
+            sessions[i] = named.pop() if len(named) == 1 else None
     return sessions
 
 

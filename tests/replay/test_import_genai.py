@@ -244,6 +244,35 @@ def test_a_turn_without_a_number_never_takes_one_another_turn_has(tmp_path: Path
     assert [r["tool_name"] for r in rows(table, turn_index=0, span_kind="TOOL")] == ["search"]
 
 
+def test_a_sub_agent_with_its_own_conversation_leaves_the_agent_that_called_it_whole(
+    tmp_path: Path,
+) -> None:
+    # The planner's model call names its conversation; one of its tools runs a researcher agent
+    # whose model call names another. No agent span names one (the usual GenAI layout).
+    recorder = Recorder()
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with recorder.span("invoke_agent planner", agent):
+        recorder.chat("main")
+        for number in range(5):
+            recorder.tool(*SEARCH, f"call_{number}")
+        tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ask_researcher"}
+        with recorder.span("execute_tool ask_researcher", tool):
+            with recorder.span("invoke_agent researcher", agent):
+                recorder.chat("r-1")
+                recorder.tool(*FETCH, "call_r")
+    table = read_otlp_json(recorder.write(tmp_path / "sub.json"))
+
+    main = rows(table, session_id="main")
+    assert [r["span_kind"] for r in main].count("TOOL") == 7  # its searches, its call, and the
+    assert [r["name"] for r in main if r["span_kind"] == "AGENT"] == [  # researcher's own work
+        "invoke_agent planner",
+        "invoke_agent researcher",
+    ]
+    assert [r["span_kind"] for r in rows(table, session_id="r-1")] == ["LLM"]  # it names r-1
+    assert {r["session_id"] for r in table.to_pylist()} == {"main", "r-1"}
+    assert outcomes(evaluate(table), LOOPS)[("main", 0)] == "fail"
+
+
 def _asking(ids: list[str], openinference: bool) -> dict[str, Any]:
     """A model call's attributes whose answer asks for the tool calls `ids`."""
     if openinference:
