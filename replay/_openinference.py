@@ -20,7 +20,7 @@ Conventions:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Set
 from itertools import groupby
 from typing import Any, Literal
@@ -142,7 +142,8 @@ def _number_model_calls(turn: list[dict[str, Any]]) -> None:
         return
     llms = [r for r in turn if r[schema.SPAN_KIND] == "LLM" and r[schema.START_TIME] is not None]
     tools = [r for r in turn if r[schema.SPAN_KIND] == "TOOL"]
-    asker = _askers(llms) if any(r[schema.TOOL_CALL_ID] for r in tools) else {}
+    ids = [r[schema.TOOL_CALL_ID] for r in tools if r[schema.TOOL_CALL_ID]]
+    asker = _askers(llms, once={i for i, n in Counter(ids).items() if n == 1}) if ids else {}
     calls = 0
     for row in turn:
         if row[schema.SPAN_KIND] == "LLM" and row[schema.START_TIME] is not None:
@@ -153,17 +154,18 @@ def _number_model_calls(turn: list[dict[str, Any]]) -> None:
             row[schema.ITERATION] = asker.get(row[schema.TOOL_CALL_ID], timed) or None
 
 
-def _askers(llms: list[dict[str, Any]]) -> dict[str, int]:
-    """Each call id a model call asked for, and that call's number (from 1).
+def _askers(llms: list[dict[str, Any]], once: Set[str]) -> dict[str, int]:
+    """Each call id of `once` (one TOOL row's) that one model call asked for, and its number.
 
-    An id two model calls asked for is left out: some models number their calls afresh in
-    each answer (`call_0`), and then only the clock tells.
+    An id two answers asked for, or two TOOL rows carry, says nothing: some models number their
+    calls afresh in each answer (`call_0`), and an answer may be missing (an attribute limit
+    drops it). Then only the clock tells.
     """
     numbers: dict[str, set[int]] = defaultdict(set)
     for number, llm in enumerate(llms, start=1):
         for call_id in asked_ids(llm):
             numbers[call_id].add(number)
-    return {call_id: min(found) for call_id, found in numbers.items() if len(found) == 1}
+    return {i: min(found) for i, found in numbers.items() if len(found) == 1 and i in once}
 
 
 def span_convention(span: SpanRecord) -> Literal["openinference", "genai"] | None:

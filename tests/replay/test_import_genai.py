@@ -256,10 +256,12 @@ def test_a_sub_agent_with_its_own_conversation_leaves_the_agent_that_called_it_w
         for number in range(5):
             recorder.tool(*SEARCH, f"call_{number}")
         tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ask_researcher"}
-        with recorder.span("execute_tool ask_researcher", tool):
-            with recorder.span("invoke_agent researcher", agent):
-                recorder.chat("r-1")
-                recorder.tool(*FETCH, "call_r")
+        with (
+            recorder.span("execute_tool ask_researcher", tool),
+            recorder.span("invoke_agent researcher", agent),
+        ):
+            recorder.chat("r-1")
+            recorder.tool(*FETCH, "call_r")
     table = read_otlp_json(recorder.write(tmp_path / "sub.json"))
 
     main = rows(table, session_id="main")
@@ -338,6 +340,9 @@ def test_a_tool_call_belongs_to_the_model_call_that_asked_for_it_whatever_the_cl
     ]
     table = rows_from_spans(spans, source="otlp")
     assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]
+    spans[2] = span(3, 5_020, {"gen_ai.operation.name": "chat"})  # its answer was not kept
+    table = rows_from_spans(spans, source="otlp")
+    assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]  # not 1, 1
 
 
 @pytest.mark.parametrize("key", ["gen_ai.conversation.id", "session.id"])
