@@ -417,10 +417,19 @@ def import_openai_messages(path: Path) -> pa.Table:
     data = load_json(path, _OPENAI_EXPECTED)
     single, conversations = _conversations(data, path)
     rows: list[Row] = []
+    sessions: dict[str, int] = {}  # each session's conversation
     for index, conversation in enumerate(conversations):
         session_id = f"{SOURCE_OPENAI}/{path.stem}" + ("" if single else f"/{index}")
         with located(f"{path}: conversation {index}"):
-            rows.extend(_conversation_rows(conversation, session_id))
+            found = _conversation_rows(conversation, session_id)
+        session_id = found[0][SESSION_ID] if found else session_id
+        if sessions.setdefault(session_id, index) != index:
+            raise TraceTableError(
+                f"{path}: conversations {sessions[session_id]} and {index} both have session_id "
+                f"{session_id!r}; a session is one conversation: give each its own session_id, "
+                "or join their messages into one"
+            )
+        rows.extend(found)
     return build_table(rows)
 
 

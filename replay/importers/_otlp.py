@@ -344,7 +344,9 @@ def _list(data: Any, key: str, where: str) -> list[Any]:
 
 
 def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = data.get(key) or {}
+    value = data.get(key)
+    if value is None:
+        return {}
     if not isinstance(value, dict):
         raise TraceTableError(f"{where}: {key!r} is not a JSON object")
     return value
@@ -353,7 +355,7 @@ def _object(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 def _span(data: dict[str, Any], resource: dict[str, Any], where: str) -> SpanRecord:
     status = _object(data, "status", where)
     code = status.get("code", 0)
-    if not isinstance(code, int | str) or code not in _STATUS:
+    if isinstance(code, bool) or not isinstance(code, int | str) or code not in _STATUS:
         raise TraceTableError(f"{where}: status code {code!r} is not 0, 1, 2 or a STATUS_CODE_*")
     return SpanRecord(
         trace_id=_required_id(data, "traceId", 16, where),
@@ -425,7 +427,7 @@ def _time(data: dict[str, Any], key: str, where: str) -> Any:
     try:
         nanos = int(value) if value is not None else 0
         return time_from_nanos(nanos) if nanos else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # 1e400 is JSON, read as infinity
         raise TraceTableError(f"{where}: {key} {value!r} is not a time in nanoseconds") from None
 
 
@@ -455,8 +457,8 @@ def _value(data: Any, where: str) -> Any:
         raise TraceTableError(f"{where} has unknown value type {kind!r}")
     try:
         return decode(value, where)
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise TraceTableError(f"{where} has {kind} {value!r}, not valid ({exc})") from exc
+    except (TypeError, ValueError, AttributeError, OverflowError):  # `key = value`: redactable
+        raise TraceTableError(f"{where} = {value!r} is not a valid {kind}") from None
 
 
 def _array(value: Any, where: str) -> list[Any]:

@@ -126,10 +126,11 @@ def test_a_bug_exits_3_with_one_line_and_a_log(
     "span",
     [
         {"attributes": [{"key": "llm.token_count.prompt", "value": {"intValue": "KEY"}}]},
+        {"attributes": [{"key": "db.password", "value": {"intValue": "hunter2hunter2"}}]},
         {"traceId": "KEY"},
         {"attributes": [{"value": {"stringValue": "KEY"}}]},  # a pair with no key
     ],
-    ids=["a value", "an id", "a keyless pair"],
+    ids=["a value", "a password", "an id", "a keyless pair"],
 )
 def test_an_error_line_never_quotes_a_secret(
     tmp_path: Path, span: dict[str, object], capsys: pytest.CaptureFixture[str]
@@ -143,7 +144,7 @@ def test_an_error_line_never_quotes_a_secret(
     assert main(["import", "otlp-json", str(source), "-o", str(tmp_path / "t.parquet")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(source) in err and "[REDACTED]" in err
-    assert key not in err and "sk-proj" not in err
+    assert key not in err and "sk-proj" not in err and "hunter2" not in err
 
 
 def test_ctrl_c_exits_130_with_one_line(

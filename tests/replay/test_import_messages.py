@@ -251,6 +251,19 @@ def test_files_of_several_conversations_import_together(tmp_path: Path) -> None:
     )
 
 
+def test_two_conversations_of_one_session_in_a_file_are_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    one = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    both = [{"session_id": "s", "messages": one}, {"session_id": "s", "messages": one}]
+    path = write(tmp_path, both, "both.json")
+    with pytest.raises(TraceTableError) as raised:
+        import_traces("openai-messages", [path])
+    assert str(raised.value).startswith(
+        f"{path}: conversations 0 and 1 both have session_id 's'; a session is one conversation"
+    )
+
+
 def test_a_file_of_no_conversation_is_refused(tmp_path: Path) -> None:
     # Imported, it would be a table of nothing, and `eval` would have nothing to say about it.
     with pytest.raises(TraceTableError, match="empty.json: nothing to import"):

@@ -132,7 +132,7 @@ BAD_OTLP = [
         json.dumps(
             span_json(attributes=[{"key": "plangate.iteration", "value": {"intValue": "x"}}])
         ),
-        "attribute 'plangate.iteration' has intValue 'x', not valid",
+        "attribute 'plangate.iteration' = 'x' is not a valid intValue",
     ),
     (
         json.dumps(
@@ -141,6 +141,18 @@ BAD_OTLP = [
         "plangate.iteration is 'third', expected a whole number",
     ),
     (json.dumps(span_json(status=[1])), "spans[0]: 'status' is not a JSON object"),
+    (json.dumps(span_json(status=[])), "spans[0]: 'status' is not a JSON object"),
+    (json.dumps(span_json(status={"code": True})), "status code True is not 0, 1, 2"),
+    (  # JSON, read as infinity
+        json.dumps(span_json(startTimeUnixNano="X")).replace('"X"', "1e400"),
+        "startTimeUnixNano inf is not a time in nanoseconds",
+    ),
+    (
+        json.dumps(span_json(attributes=[{"key": "n", "value": {"intValue": "X"}}])).replace(
+            '"X"', "1e400"
+        ),
+        "attribute 'n' = inf is not a valid intValue",
+    ),
     (json.dumps(span_json(status={"code": [1]})), "status code [1] is not 0, 1, 2"),
     (
         json.dumps({"resourceSpans": [{**span_json()["resourceSpans"][0], "resource": ["x"]}]}),
