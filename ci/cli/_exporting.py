@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from plangate.ci.cli._stderr import say
+from plangate.ci.cli._stderr import say, tell
 from plangate.ci.phoenix import ExportReport, PhoenixError, PhoenixExport
 from plangate.ci.phoenix.names import DEFAULT_PROJECT, DEFAULT_URL, PROJECT_ENV, URL_ENV
 
@@ -44,16 +43,13 @@ def open_export(args: argparse.Namespace) -> PhoenixExport | None:
     except PhoenixError as exc:
         if getattr(args, "phoenix_required", False):
             raise
-        print(
-            f"plangate: warning: {exc}; going on without the Phoenix export "
-            "(--phoenix-required makes this an error)",
-            file=sys.stderr,
+        say(
+            "warning",
+            f"{exc}; going on without the Phoenix export (--phoenix-required makes this an error)",
         )
         return None
-    print(
-        f"phoenix: exporting spans to {export.url}, project {export.project!r}, "
-        f"run {export.run_id}",
-        file=sys.stderr,
+    tell(
+        f"phoenix: exporting spans to {export.url}, project {export.project!r}, run {export.run_id}"
     )
     return export
 
@@ -80,9 +76,9 @@ def close_export(export: PhoenixExport | None) -> ExportReport | None:
         logger.exception("closing the Phoenix export failed")
         say("phoenix", f"closing the export failed: {exc}")
         return None
-    print(report.summary(), file=sys.stderr)
+    tell(report.summary())
     if report.missing:
         shown = ", ".join(report.missing_ids[:5])
         more = f" and {report.missing - 5} more" if report.missing > 5 else ""
-        print(f"phoenix: missing span ids: {shown}{more}", file=sys.stderr)
+        tell(f"phoenix: missing span ids: {shown}{more}")
     return report

@@ -31,7 +31,7 @@ from typing import NoReturn, cast
 
 from plangate.ci.cli._arguments import add_commands
 from plangate.ci.cli._flags import ENDPOINT_FLAGS
-from plangate.ci.cli._stderr import say
+from plangate.ci.cli._stderr import redacted, say, use
 from plangate.harness import PlangateError
 
 EXIT_USAGE = 2
@@ -80,7 +80,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a mistake is one line (the usage is a `--help` away), as every error is."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, redacted(f"{self.prog}: error: {message} (see {self.prog} --help)\n"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,6 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        use(getattr(args, "redact", None) or ())  # each line said from now on: the user's too
         verb = getattr(args, f"{args.command}_command", None)
         _system_allocator()
         for flag, variable in ENDPOINT_FLAGS.items():  # read where openai: models are made
@@ -175,17 +176,15 @@ def _internal(exc: BaseException) -> int:
     where = ""
     try:
         from plangate.harness import write_text_atomic
-        from plangate.replay import default_redactor
 
-        redact = default_redactor().text
-        line = redact(line)
+        line = redacted(line)
         folder = Path(
             os.environ.get(LOG_FOLDER_VARIABLE) or Path(tempfile.gettempdir()) / "plangate"
         )
         folder.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         log = folder / f"crash-{stamp}-{os.getpid()}.log"
-        write_text_atomic(log, redact("".join(traceback.format_exception(exc))))
+        write_text_atomic(log, redacted("".join(traceback.format_exception(exc))))
         where = f"; the traceback is in {log}"
     except Exception:  # the log is a courtesy: never hide the error behind a second one
         pass

@@ -212,13 +212,35 @@ def test_an_unreachable_phoenix_is_a_warning_unless_required() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"  # nothing listens once it closes
-    done = plangate("run", "What is the p95 latency?", "--phoenix-url", url)
+    password = url.replace("http://", "http://admin:Tr0ub4dor-3xyz@")  # a URL may carry one
+    done = plangate("run", "What is the p95 latency?", "--phoenix-url", password)
     assert done.returncode == 0, done.stderr
     assert (
         "plangate: warning:" in done.stderr and "going on without the Phoenix export" in done.stderr
     )
+    assert "Tr0ub4dor" not in done.stderr
     required = plangate(
         "run", "What is the p95 latency?", "--phoenix-url", url, "--phoenix-required"
     )
     assert required.returncode == 2 and required.stderr.startswith("plangate: error:")
     assert url in required.stderr
+
+
+def test_error_lines_take_the_users_redact_patterns_and_hide_passwords_in_urls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    source = tmp_path / "c.json"
+    source.write_text(json.dumps([{"session_id": "cust-48213977", "messages": messages}]))
+    table = tmp_path / "t.parquet"
+    assert main(["import", "openai-messages", str(source), "-o", str(table)]) == 0
+    capsys.readouterr()
+    wrong = ["dataset", "from-traces", str(table), "--session", "nope", "-o", str(tmp_path / "d")]
+    assert main([*wrong, "--redact", "cust-[0-9]+"]) == 2
+    err = capsys.readouterr().err  # the error lists the sessions there are
+    assert "some: [REDACTED]" in err and "cust-48213977" not in err
+
+    url = "http://admin:Tr0ub4dor-3xyz@127.0.0.1:9"
+    done = plangate("eval", str(table), "--phoenix-url", url)  # eval takes no --phoenix-url
+    assert done.returncode == 2 and "unrecognized arguments" in done.stderr
+    assert "Tr0ub4dor" not in done.stderr
