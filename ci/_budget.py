@@ -79,6 +79,9 @@ class BudgetUse:
     """Turns not started: the budget was reached (or could not be kept) first."""
     stopped: str | None
     """Why the budget stopped the run, when it did."""
+    unknown: tuple[str, ...] = ()
+    """The measures (`tokens`, `cost`) a finished turn did not report: their totals are at
+    least what is shown."""
 
     @property
     def line(self) -> str:
@@ -104,6 +107,8 @@ class RunBudget:
     not_run: int = 0
     broken: str | None = None
     """Why the budget cannot be kept (a finished turn's spend is unknown); None while it can."""
+    unknown: set[str] = field(default_factory=set)
+    """The measures a finished turn did not report (`tokens`, `cost`)."""
     skipped: set[Hashable] = field(default_factory=set)
     """The keys `skip` was given: which turns were not run, as the caller names them."""
 
@@ -135,8 +140,10 @@ class RunBudget:
         for row in evaluate(_measured(table), names=names, params=params).to_pylist():
             if row[SCORE] is not None:
                 self._add(row[EVALUATOR], row[SCORE])
-            elif not _errored(table) and self.broken is None:  # no model calls: unknown, too
-                self.broken = _unknown(row[EVALUATOR], row[EXPLANATION], self.describe())
+            elif not _errored(table):  # no model calls: unknown, too
+                self.unknown.add(row[EVALUATOR])
+                if self.broken is None:
+                    self.broken = _unknown(row[EVALUATOR], row[EXPLANATION], self.describe())
 
     def _add(self, name: str, value: float) -> None:
         if name == "tokens":
@@ -166,6 +173,7 @@ class RunBudget:
         return BudgetUse(
             max_tokens=self.max_tokens, max_usd=self.max_usd, tokens=self.tokens,
             usd=self.usd, finished=self.finished, not_run=self.not_run, stopped=self.broken,
+            unknown=tuple(sorted(self.unknown)),
         )  # fmt: skip
 
 
@@ -310,10 +318,10 @@ def _limit(max_tokens: int | None, max_usd: float | None) -> str:
 
 
 def _spent(use: BudgetUse) -> str:
-    """What the finished turns spent: at least, once one turn's spend is unknown."""
+    """What the finished turns spent: at least, for a measure a turn did not report."""
     parts = []
     if use.max_tokens is not None:
-        parts.append(f"{use.tokens:,} tokens")
+        parts.append(("at least " if "tokens" in use.unknown else "") + f"{use.tokens:,} tokens")
     if use.max_usd is not None:
-        parts.append(f"${use.usd:,.4f}")
-    return ("at least " if use.stopped is not None else "") + ", ".join(parts)
+        parts.append(("at least " if "cost" in use.unknown else "") + f"${use.usd:,.4f}")
+    return ", ".join(parts)

@@ -110,6 +110,14 @@ def test_a_turn_that_reports_no_model_calls_stops_the_budget_too() -> None:
     assert budget.use().line == "1,000 tokens, at least 120 tokens spent over 2 turn(s)"
 
 
+def test_only_the_measure_a_turn_did_not_report_is_a_lower_bound() -> None:
+    budget = RunBudget(max_tokens=10_000, max_usd=5.0)
+    budget.spend(turn([(100, 20)], model="gpt-4o-mini"))
+    budget.spend(turn([(50, 10)], model="no-such-model"))  # its tokens known, its cost not
+    assert budget.reached()
+    assert budget.use().line.startswith("10,000 tokens or $5, 180 tokens, at least $0.0000 spent")
+
+
 def test_a_turn_not_run_is_an_error_under_every_evaluator_naming_the_budget() -> None:
     assert NOT_RUN in ERROR_STOP_REASONS
     table = not_run_table("s", 2, "the run's budget of 10 tokens was reached", "alyx")
