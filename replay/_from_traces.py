@@ -5,7 +5,7 @@ span's input, the messages are rebuilt from the LLM spans' output (assistant mes
 tool calls) and the TOOL spans (tool messages), the steps are computed as `_record.steps` computes
 them from a live turn (calls, plan changes, the stop). The model cassette is rebuilt from the LLM
 spans that carry their content: the request messages, the offered tools and the answer, in
-plangate's, OpenInference's or the GenAI conventions' names (`_from_traces_llm`). An LLM span
+plangate's, OpenInference's or the GenAI conventions' names (`_llm_rows`). An LLM span
 without its request content gets an empty request and the fingerprint `""`; one that does not
 name its offered tools keeps the turn's last named ones, or none. Such turns replay only with
 `cassette-lenient` (a strict cassette refuses a request that differs). The tool
@@ -35,7 +35,7 @@ from plangate.replay._dataset import (
     GoldenDataset,
     table_of,
 )
-from plangate.replay._from_traces_llm import (
+from plangate.replay._llm_rows import (
     answer_of,
     offered_tools,
     request_messages,

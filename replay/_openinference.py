@@ -46,7 +46,7 @@ from plangate.harness.semconv import (
     GenAI,
     PydanticAI,
 )
-from plangate.replay._from_traces_llm import asked_ids
+from plangate.replay._llm_rows import asked_ids
 from plangate.replay._span_turns import Turn, span_trial, span_turns
 from plangate.replay._spans import (
     EPOCH,

@@ -1,6 +1,7 @@
 """What an LLM row of a trace table says of its model call: the request, the tools, the answer.
 
-`dataset from-traces` rebuilds each model exchange of a cassette from an LLM row. The row may
+`dataset from-traces` rebuilds each model exchange of a cassette from an LLM row, and import
+numbers another agent's tool calls by the model call that asked for them. The row may
 come from plangate's own spans, from OpenInference's or from the OpenTelemetry GenAI
 conventions, so each reader tries them in that order:
 
