@@ -1,11 +1,13 @@
 """Whether a string column's values are all different, told fast for the common answer (yes).
 
-Hashing a million distinct strings into Arrow's dictionary takes about 0.3 s here; reading
-each string's bytes as a few 64-bit words into one number per string, and counting those
-numbers in slots, takes a tenth of that. Strings all of one length, a multiple of 8 bytes
-(OpenTelemetry's span ids), are read as words where they lie: 82,000 span ids in 0.3 ms rather
-than 5 to 6. Equal strings get equal fingerprints, so fingerprints that all differ prove the
+Hashing 82,000 distinct strings into Arrow's dictionary takes 5 to 6 ms here; reading each
+string's bytes as a few 64-bit words into one number per string takes a tenth of that. Strings
+all of one length, a multiple of 8 bytes (OpenTelemetry's span ids), are read as words where
+they lie. Equal strings get equal fingerprints, so fingerprints that all differ prove the
 strings do; two equal fingerprints prove nothing, and the caller then asks the exact question.
+Whether the fingerprints differ is told by sorting them: NumPy's vectorized sort (AVX2 here)
+sorts 82,000 in 1.9 ms and a million in 27 ms, faster than the counting passes that were here
+before it (3.1 and 43 ms, measured side by side with NumPy 2.4).
 """
 
 from __future__ import annotations
@@ -17,12 +19,6 @@ import pyarrow as pa
 U64 = npt.NDArray[np.uint64]
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # odd: multiplying by it is a bijection mod 2**64
 _SHIFT = np.uint64(29)
-_SLOT_BITS = 22
-"""A counting pass has at most 2**22 slots (32 MiB of counts)."""
-_FEW = 1024
-"""Fingerprints few enough to sort."""
-_MOST = 1 << _SLOT_BITS
-"""Fingerprints the slots can tell apart, at most: more are sorted."""
 _WORDS = 8
 """A fingerprint reads a string's first `_WORDS` words (64 bytes), and its last 8 bytes."""
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)
@@ -39,26 +35,7 @@ def surely_distinct(strings: pa.Array) -> bool:
 
 
 def all_differ(fingerprints: U64) -> bool:
-    """Whether no two fingerprints are equal.
-
-    Each pass counts the fingerprints by a window of their bits, in about eight slots per
-    fingerprint (at most `_SLOT_BITS` bits), and keeps only those that share a slot: equal
-    fingerprints always do, others seldom (about one in eight). The next pass reads the next
-    bits of those left, and the last few are sorted. Sorting them all took four to five times
-    as long (82,000 span ids: 2.8 ms against 0.55; a million: 147 against 30 ms). Past
-    `_MOST` fingerprints most would share a slot: those are sorted.
-    """
-    shift = 64
-    while _FEW < len(fingerprints) <= _MOST and shift:
-        bits = min(_SLOT_BITS, (len(fingerprints) - 1).bit_length() + 3, shift)
-        shift -= bits
-        window = fingerprints >> np.uint64(shift)
-        window &= np.uint64((1 << bits) - 1)
-        slot = window.view(np.int64)  # below 2**22: the same number
-        shared = (np.bincount(slot, minlength=1 << bits) >= 2)[slot]  # a byte per fingerprint
-        if shared.all():
-            break
-        fingerprints = fingerprints[shared]
+    """Whether no two fingerprints are equal."""
     ordered = np.sort(fingerprints)
     return not (ordered[1:] == ordered[:-1]).any()
 

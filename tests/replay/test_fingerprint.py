@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -74,31 +73,19 @@ def test_a_million_random_ids_are_distinct_and_one_repeat_is_found() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.integers(1025, 30_000),
+    st.integers(2, 30_000),
     st.integers(0, 63),
     st.integers(0, 63),
     st.integers(0, 2**32),
-    st.booleans(),
     st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)), max_size=3),
 )
-def test_counting_passes_find_exactly_the_equal_fingerprints(
-    size: int,
-    low_bits: int,
-    offset: int,
-    seed: int,
-    doubled: bool,
-    repeats: list[tuple[int, int]],
+def test_all_differ_finds_exactly_the_equal_fingerprints(
+    size: int, low_bits: int, offset: int, seed: int, repeats: list[tuple[int, int]]
 ) -> None:
-    # Values that vary in `low_bits` bits only, placed anywhere in the word: many share every
-    # window's slots, up to all of them.
+    # Values that vary in `low_bits` bits only, placed anywhere in the word, some repeated.
     rng = np.random.default_rng(seed)
     values = rng.integers(0, 2**low_bits, size, dtype=np.uint64, endpoint=True)
     values <<= np.uint64(min(offset, 63 - low_bits))
-    if doubled:  # more than a pass sorts stays crowded in every window, to the last bit
-        values = np.concatenate([values, values[: size // 2]])
     for source, target in repeats:
         values[target % len(values)] = values[source % len(values)]
-    with mock.patch.object(np, "bincount", wraps=np.bincount) as counted:
-        differ = all_differ(values)
-    assert differ == (len(np.unique(values)) == len(values))
-    assert counted.call_count >= 1  # more than a sort's few: counted in slots first
+    assert all_differ(values) == (len(np.unique(values)) == len(values))
