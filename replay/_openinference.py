@@ -116,7 +116,7 @@ def rows_from_spans(spans: Iterable[SpanRecord], *, source: str) -> list[dict[st
     """
     spans = list(spans)
     trials = [span_trial(span) for span in spans]
-    turns = span_turns(spans, trials)
+    turns = span_turns(spans, trials, _kind)
     keyed = []
     for position, span in enumerate(spans):
         row = _row(span, turns[position], trials[position], source)
@@ -258,6 +258,13 @@ def _genai(attributes: Mapping[str, Any], kind: str, span: SpanRecord) -> dict[s
     columns[schema.TOOL_OUTPUT] = columns[schema.OUTPUT_VALUE] if tool else None
     columns[schema.ATTRIBUTES] = _rest_json(attributes, kind, used)
     return columns
+
+
+def _kind(span: SpanRecord) -> str:
+    """The span's kind, as its row will say it (`LLM`, `TOOL`, …)."""
+    attributes = {k: v for k, v in span.attributes.items() if not is_missing(v)}
+    genai = _genai_kind(attributes, span.name)
+    return genai if genai is not None else _span_kind(attributes.get(SPAN_KIND))
 
 
 def _span_kind(value: Any) -> str:

@@ -4,9 +4,9 @@ A turn is a trace: its roots (no parent, or one not in the input) and all under 
 session and by trial. A trace of one session (`session.id`, else `gen_ai.conversation.id`
 where no span has a `session.id`, else the trace's id) is one turn of it, all its spans in it:
 the usual. A trace of several, such as a batch of runs under one harness span, is split: a
-span is in the session it names, else in its parent's; a span under none is in the one its
-subtree names, else in the one its children name (an agent whose model call names its
-conversation, above a sub-agent's), else in a session named after the trace (a harness span).
+span is in the session it names; a tool call in its caller's; else a span is in the one its
+subtree names, else in its parent's, else in the one its own model calls name (an agent above
+a sub-agent's conversation), else in a session named after the trace (a harness span).
 A span's trial is its own (`metadata`'s `trial`, `metadata.trial`, `plangate.trial`, `trial`)
 or its nearest ancestor's.
 `turn_index` is `plangate.turn_index` where a turn has it, else the rank of its root's start
@@ -19,7 +19,7 @@ never one merged turn.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from itertools import count
 from typing import NamedTuple
@@ -50,8 +50,10 @@ class Turn(NamedTuple):
 _Unit = tuple[str, int | None]  # the spans of one turn: a part of a trace, and their trial
 
 
-def span_turns(spans: list[SpanRecord], trials: list[int | None]) -> list[Turn]:
-    """Each span's turn (by position)."""
+def span_turns(
+    spans: list[SpanRecord], trials: list[int | None], kind: Callable[[SpanRecord], str]
+) -> list[Turn]:
+    """Each span's turn (by position); `kind` tells a span's kind (`LLM`, `TOOL`, …)."""
     traces: dict[str, list[int]] = defaultdict(list)
     for position, span in enumerate(spans):
         traces[span.trace_id].append(position)
@@ -60,7 +62,7 @@ def span_turns(spans: list[SpanRecord], trials: list[int | None]) -> list[Turn]:
     placed: list[_Unit] = [("", None)] * len(spans)
     for trace_id, positions in traces.items():
         members = [spans[p] for p in positions]
-        parts = _parts(trace_id, members, sessions)
+        parts = _parts(trace_id, members, kind, sessions)
         own = _inherited_trials(members, [trials[p] for p in positions])
         for position, span, part, trial in zip(positions, members, parts, own, strict=True):
             units[part, trial].append(span)
@@ -69,7 +71,12 @@ def span_turns(spans: list[SpanRecord], trials: list[int | None]) -> list[Turn]:
     return [keys[unit] for unit in placed]
 
 
-def _parts(trace_id: str, spans: list[SpanRecord], sessions: dict[str, str]) -> list[str]:
+def _parts(
+    trace_id: str,
+    spans: list[SpanRecord],
+    kind: Callable[[SpanRecord], str],
+    sessions: dict[str, str],
+) -> list[str]:
     """Each span's part of its trace (`sessions` gets each part's session)."""
     key = SESSION_ID if any(_text(s.attributes.get(SESSION_ID)) for s in spans) else None
     own = [_text(s.attributes.get(key or GenAI.CONVERSATION_ID)) for s in spans]
@@ -78,7 +85,7 @@ def _parts(trace_id: str, spans: list[SpanRecord], sessions: dict[str, str]) -> 
         sessions[trace_id] = next(iter(found), trace_id)
         return [trace_id] * len(spans)
     parts = []
-    for session in _split(spans, own):
+    for session in _split(spans, own, [kind(span) for span in spans]):
         part = trace_id if session is None else f"{trace_id}\x1f{session}"
         sessions[part] = trace_id if session is None else session
         parts.append(part)
@@ -88,12 +95,14 @@ def _parts(trace_id: str, spans: list[SpanRecord], sessions: dict[str, str]) -> 
 _SEVERAL = object()  # a subtree naming more than one session
 
 
-def _split(spans: list[SpanRecord], own: list[str | None]) -> list[str | None]:
+def _split(spans: list[SpanRecord], own: list[str | None], kinds: list[str]) -> list[str | None]:
     """Each span's session in a trace of several.
 
-    A span's own, else its parent's, else (under no session) the one its subtree names, else
-    the one its children name, if one: an agent whose model call names its conversation keeps
-    a sub-agent's work below it; a harness span above a batch of conversations has none.
+    A span's own; else, for a tool call, its caller's (a tool that runs a sub-agent is still
+    its caller's call); else the one its subtree names (an agent whose model call names its
+    conversation, a case of a batch); else its parent's; else, under none, the one its own
+    model calls name, if one (an agent above a sub-agent's conversation, a harness that asks a
+    model of its own); else none: a harness span above a batch.
     """
     index = {span.span_id: i for i, span in enumerate(spans)}
     parents = [index.get(span.parent_span_id or "") for span in spans]
@@ -110,12 +119,14 @@ def _split(spans: list[SpanRecord], own: list[str | None]) -> list[str | None]:
     for i in order:
         parent, mine = parents[i], below[i]
         inherited = None if parent is None else sessions[parent]
-        if own[i] or inherited:
+        if own[i] or (kinds[i] == "TOOL" and inherited):
             sessions[i] = own[i] or inherited
         elif isinstance(mine, str):
             sessions[i] = mine
-        else:  # above several: the one its own calls name (an agent above a sub-agent's), if one
-            named = {own[child] for child in children[i]} - {None}
+        elif inherited:
+            sessions[i] = inherited
+        else:
+            named = {own[child] for child in children[i] if kinds[child] == "LLM"} - {None}
             sessions[i] = named.pop() if len(named) == 1 else None
     return sessions
 

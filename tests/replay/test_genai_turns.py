@@ -109,15 +109,44 @@ def test_a_sub_agent_with_its_own_conversation_leaves_the_agent_that_called_it_w
             recorder.tool(*FETCH, "call_r")
     table = read_otlp_json(recorder.write(tmp_path / "sub.json"))
 
-    main = rows(table, session_id="main")
-    assert [r["span_kind"] for r in main].count("TOOL") == 7  # its searches, its call, and the
-    assert [r["name"] for r in main if r["span_kind"] == "AGENT"] == [  # researcher's own work
-        "invoke_agent planner",
-        "invoke_agent researcher",
+    main, researcher = rows(table, session_id="main"), rows(table, session_id="r-1")
+    assert [(r["span_kind"], r["tool_name"]) for r in main if r["span_kind"] != "LLM"] == [
+        ("AGENT", None),
+        *[("TOOL", "search")] * 5,
+        ("TOOL", "ask_researcher"),  # the planner's own call, whatever it ran
     ]
-    assert [r["span_kind"] for r in rows(table, session_id="r-1")] == ["LLM"]  # it names r-1
+    assert [r["span_kind"] for r in researcher] == ["AGENT", "LLM", "TOOL"]  # a turn of its own
     assert {r["session_id"] for r in table.to_pylist()} == {"main", "r-1"}
-    assert outcomes(evaluate(table), LOOPS)[("main", 0)] == "fail"
+    assert outcomes(evaluate(table), LOOPS) == {("main", 0): "fail", ("r-1", 0): "pass"}
+
+
+@pytest.mark.parametrize("named", ["on the model calls", "on one agent span"])
+def test_a_harness_that_asks_a_model_itself_leaves_its_cases_whole(
+    tmp_path: Path, named: str
+) -> None:
+    # A harness runs two cases and asks a model of its own (a judge); each case's conversation
+    # is named on its model calls, or on the agent span of one of them.
+    recorder = Recorder()
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    with recorder.span("eval run", {"case.count": 2}):
+        for case, calls in (("case-A", [SEARCH] * 5), ("case-B", [FETCH])):
+            on_agent = named == "on one agent span" and case == "case-A"
+            with recorder.span(
+                "invoke_agent solver",
+                {**agent, **({"gen_ai.conversation.id": case} if on_agent else {})},
+            ):
+                recorder.chat(case)
+                for number, call in enumerate(calls):
+                    recorder.tool(*call, f"call_{number}")
+        recorder.chat("harness-judge")
+    table = read_otlp_json(recorder.write(tmp_path / "batch.json"))
+
+    for case, tools in (("case-A", 5), ("case-B", 1)):
+        kinds = [r["span_kind"] for r in rows(table, session_id=case)]
+        assert (kinds.count("AGENT"), kinds.count("TOOL")) == (1, tools), case
+    assert outcomes(evaluate(table), LOOPS)[("case-A", 0)] == "fail"
+    harness = {r["session_id"] for r in table.to_pylist() if r["name"] == "eval run"}
+    assert harness.isdisjoint({"case-A", "case-B"})  # the harness's own spans: a turn apart
 
 
 def _asking(ids: list[str], openinference: bool) -> dict[str, Any]:
