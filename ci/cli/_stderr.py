@@ -22,15 +22,19 @@ _redactor: Redactor | None = None
 def use(patterns: Iterable[str]) -> None:
     """Redact what is said from now on with the built-in policy and `patterns` too.
 
+    The patterns are a command's own: the next command in the same process sets its own.
+
     Raises:
         ConfigError: A pattern is not a regular expression (then nothing changes).
     """
     global _redactor
     patterns = tuple(patterns)
-    if patterns:  # else nothing to import yet: a command that needs no table starts fast
-        from plangate.replay import redactor_for
+    if not patterns:  # the built-in one, made when first needed: a command starts fast
+        _redactor = None
+        return
+    from plangate.replay import redactor_for
 
-        _redactor = redactor_for(patterns)
+    _redactor = redactor_for(patterns)
 
 
 def redacted(text: object) -> str:

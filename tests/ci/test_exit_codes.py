@@ -239,6 +239,8 @@ def test_error_lines_take_the_users_redact_patterns_and_hide_passwords_in_urls(
     assert main([*wrong, "--redact", "cust-[0-9]+"]) == 2
     err = capsys.readouterr().err  # the error lists the sessions there are
     assert "some: [REDACTED]" in err and "cust-48213977" not in err
+    assert main(wrong) == 2  # the next command in this process has patterns of its own
+    assert "some: cust-48213977" in capsys.readouterr().err
 
     url = "http://admin:Tr0ub4dor-3xyz@127.0.0.1:9"
     done = plangate("eval", str(table), "--phoenix-url", url)  # eval takes no --phoenix-url
