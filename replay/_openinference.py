@@ -14,7 +14,7 @@ Conventions:
   dict when Phoenix has already parsed it); `metadata` itself stays in `attributes`, parsed.
 - `iteration` is `plangate.iteration`; in a turn whose spans carry none (another agent's),
   the model calls are numbered by start, and each tool call gets the number of the model call
-  that asked for its call id, else of the model call before it.
+  before it, or, where the clocks disagree, of the model call that asked for its call id.
 - NaN is missing; a value that should be a whole number and is not raises `TraceTableError`.
 """
 
@@ -133,25 +133,36 @@ def rows_from_spans(spans: Iterable[SpanRecord], *, source: str) -> list[dict[st
 def _number_model_calls(turn: list[dict[str, Any]]) -> None:
     """Number a turn's model calls where its spans number none (by start: they are sorted).
 
-    LLM rows are 1, 2, … A TOOL row gets the number of the model call whose answer asked for
-    its call id, where one did: tools may run on a host whose clock disagrees with the model
-    call's. Any other TOOL row gets the number of the model call that started last before it:
-    a model call's tool calls run after it and before the next one.
+    LLM rows are 1, 2, … A TOOL row gets the number of the model call that started last before
+    it: a model call's tool calls run after it and before the next one. Where the clock leaves
+    doubt, a tool call with an id started before any model call or before the one it follows
+    ended (its host's clock disagrees with the model call's), the turn's tool calls take the
+    number of the model call whose answer asked for their id, where one did (`_by_call_id`).
     """
     if any(row[schema.ITERATION] is not None for row in turn):
         return
-    llms = [r for r in turn if r[schema.SPAN_KIND] == "LLM" and r[schema.START_TIME] is not None]
-    tools = [r for r in turn if r[schema.SPAN_KIND] == "TOOL"]
-    ids = [r[schema.TOOL_CALL_ID] for r in tools if r[schema.TOOL_CALL_ID]]
-    asker = _askers(llms, once={i for i, n in Counter(ids).items() if n == 1}) if ids else {}
-    calls = 0
+    calls, ended, doubt = 0, None, False
     for row in turn:
-        if row[schema.SPAN_KIND] == "LLM" and row[schema.START_TIME] is not None:
+        kind, start = row[schema.SPAN_KIND], row[schema.START_TIME]
+        if kind == "LLM" and start is not None:
             calls += 1
-            row[schema.ITERATION] = calls
-        elif row[schema.SPAN_KIND] == "TOOL":
-            timed = calls if row[schema.START_TIME] is not None else 0
-            row[schema.ITERATION] = asker.get(row[schema.TOOL_CALL_ID], timed) or None
+            row[schema.ITERATION], ended = calls, row[schema.END_TIME]
+        elif kind == "TOOL":
+            row[schema.ITERATION] = calls if start is not None and calls else None
+            early = row[schema.ITERATION] is None or (ended is not None and start < ended)
+            doubt = doubt or bool(row[schema.TOOL_CALL_ID] and early)
+    if doubt:  # else no answer is read: most turns, and reading them all costs
+        _by_call_id(turn)
+
+
+def _by_call_id(turn: list[dict[str, Any]]) -> None:
+    """Each TOOL row the number of the model call that asked for its id, where one did."""
+    llms = [r for r in turn if r[schema.SPAN_KIND] == "LLM" and r[schema.START_TIME] is not None]
+    tools = [r for r in turn if r[schema.SPAN_KIND] == "TOOL" and r[schema.TOOL_CALL_ID]]
+    carried = Counter(r[schema.TOOL_CALL_ID] for r in tools)
+    asker = _askers(llms, once={i for i, n in carried.items() if n == 1})
+    for row in tools:
+        row[schema.ITERATION] = asker.get(row[schema.TOOL_CALL_ID], row[schema.ITERATION])
 
 
 def _askers(llms: list[dict[str, Any]], once: Set[str]) -> dict[str, int]:

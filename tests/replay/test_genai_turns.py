@@ -180,13 +180,16 @@ def test_a_tool_call_belongs_to_the_model_call_that_asked_for_it_whatever_the_cl
         else {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
     )
 
-    def span(number: int, start: int, attributes: dict[str, Any]) -> SpanRecord:
+    def span(
+        number: int, start: int, attributes: dict[str, Any], end: int | None = None
+    ) -> SpanRecord:
         return SpanRecord(
             trace_id="ab" * 16,
             span_id=f"{number:016x}",
             parent_span_id=None if number == 1 else f"{1:016x}",
             name=f"span {number}",
             start_time=EPOCH + timedelta(milliseconds=start),
+            end_time=None if end is None else EPOCH + timedelta(milliseconds=end),
             attributes=attributes,
         )
 
@@ -215,8 +218,19 @@ def test_a_tool_call_belongs_to_the_model_call_that_asked_for_it_whatever_the_cl
     table = rows_from_spans(spans, source="otlp")
     assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]
     spans[2] = span(3, 5_020, {"gen_ai.operation.name": "chat"})  # its answer was not kept
+    spans[3] = span(4, 4_990, {**tool_kind, tool_id: "a"})  # before any model call: doubt
     table = rows_from_spans(spans, source="otlp")
-    assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]  # not 1, 1
+    assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [None, 2]  # not 1, 1
+
+    # A clock ahead: the call the first answer asked for started while the second model call ran.
+    spans[1:] = [
+        span(2, 5_000, _asking(["a"], openinference), end=5_100),
+        span(3, 5_200, _asking(["b"], openinference), end=5_300),
+        span(4, 5_250, {**tool_kind, tool_id: "a"}),
+        span(5, 5_350, {**tool_kind, tool_id: "b"}),
+    ]
+    table = rows_from_spans(spans, source="otlp")
+    assert [r["iteration"] for r in table if r["span_kind"] == "TOOL"] == [1, 2]
 
 
 @pytest.mark.parametrize("key", ["gen_ai.conversation.id", "session.id"])
