@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-dev
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,examples,mcp,atif,ray]'
+	$(BIN)/python -m pip install -q -e '.[dev,examples,mcp,atif,ray,delta]'
 	touch $@
 
 $(VENV)/.installed-bench: $(STAMP)

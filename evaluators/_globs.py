@@ -17,6 +17,15 @@ HIDDEN_NAMES = (
 """Why a file a glob matched is not read."""
 
 
+def parquet_named(name: str) -> bool:
+    """Whether a file found in a folder is read as Parquet.
+
+    A `.parquet` name, or a name without an extension, as Hive (`000000_0`), Trino and Athena
+    name the files they write.
+    """
+    return name.endswith(".parquet") or "." not in name
+
+
 def wildcard(segment: str) -> bool:
     """Whether a path segment holds a glob wildcard."""
     return any(c in segment for c in GLOB_CHARACTERS)
@@ -51,11 +60,11 @@ def read_with(parts: Sequence[str], pattern: Sequence[str] | None, folders_only:
     """Whether a file below a folder (its path's `parts` there) is read with a glob.
 
     With the glob's part below the folder (`pattern`): a file that matches it (unless the glob
-    ends in `/`: `folders_only`), or a .parquet file in a folder that does. Without: any
-    .parquet file.
+    ends in `/`: `folders_only`), or a Parquet-named file (`parquet_named`) in a folder that
+    does. Without: any Parquet-named file.
     """
     if pattern is not None and not folders_only and file_matches(parts, pattern):
         return True
-    return parts[-1].endswith(".parquet") and (
+    return parquet_named(parts[-1]) and (
         pattern is None or any(matches(parts[:depth], pattern) for depth in range(len(parts)))
     )

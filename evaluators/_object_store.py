@@ -13,8 +13,9 @@ segment by segment (`_globs`) against the objects in the folders its segments ca
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, quote, unquote
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from plangate.evaluators._globs import hidden, read_with, wildcard
+from plangate.evaluators._lakes import DELTA, MARKERS, Lake, current_files, lake_in_listing, refused
 from plangate.replay.schema import TraceTableError, first_line
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?", re.S)
@@ -153,10 +155,12 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         if info.type == pafs.FileType.NotFound and wild is not None:  # a glob: below its fixed part
             root, pattern = _below(bucket, segments[:wild]), segments[wild:]
         below = _objects_below(filesystem, root, pattern)
+        lake = lake_in_listing(root, below) or _lake_above(filesystem, root, bucket)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceTableError(
             f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(first_line(exc))})"
         ) from exc
+    below = [path for path in below if not hidden(PurePosixPath(path))]
     if info.type == pafs.FileType.File and not below:  # `x.parquet/`, and no prefix of that name
         return filesystem, one, None, True
     folders_only = uri.path.endswith("/")
@@ -165,13 +169,58 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         for relative in below
         if read_with(PurePosixPath(relative).parts, pattern, folders_only)
     ]
+    if lake and files:
+        files = _current(uri, replace(lake, root=f"{uri.scheme}://{lake.root}"), files)
     if not files:
         raise TraceTableError(
             f"{uri.shown}: "
             + ("matches no object" if pattern else "no such object, and no prefix of objects")
-            + " with .parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
+            + " with Parquet files (a .parquet name, or one without an extension); expected "
+            "Parquet trace tables (a file, a prefix, or a glob)"
         )
     return filesystem, sorted(files), root, False
+
+
+def _current(uri: StoreURI, lake: Lake, files: list[str]) -> list[str]:
+    """The files a Delta Lake table's current version holds; any other table refused."""
+    options = _delta_options(uri)
+    if lake.kind != DELTA or options is None:
+        raise refused(lake)
+    try:
+        current = current_files(lake, options)
+    except TraceTableError as exc:
+        raise TraceTableError(uri.scrubbed(str(exc))) from exc
+    kept = [f for f in files if f.partition("://")[2] in current]
+    if not kept:
+        raise lake.refusal(
+            f"none of the {len(files)} files {uri.shown} names is in its current version"
+        )
+    return kept
+
+
+def _delta_options(uri: StoreURI) -> dict[str, str] | None:
+    """`deltalake`'s storage options for the store a URI names; None where it cannot be told.
+
+    S3's credentials, region and endpoint come from the URI, else from the environment, as
+    they do for pyarrow; another store's from the environment only (a URI with options: None).
+    """
+    settings = dict(parse_qsl(uri.options))
+    options: dict[str, str] = {}
+    if uri.scheme != "s3":
+        return None if settings or uri.secret else options
+    if uri.secret:
+        key, _, secret = uri.login.partition(":")
+        options.update(AWS_ACCESS_KEY_ID=unquote(key), AWS_SECRET_ACCESS_KEY=unquote(secret))
+    if region := settings.pop("region", None):
+        options["AWS_REGION"] = region
+    if endpoint := settings.pop("endpoint_override", None):
+        scheme = settings.pop("scheme", "https")
+        options["AWS_ENDPOINT_URL"] = endpoint if "://" in endpoint else f"{scheme}://{endpoint}"
+    if settings:
+        return None
+    if options.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL", "")).startswith("http:"):
+        options["AWS_ALLOW_HTTP"] = "true"
+    return options
 
 
 def _below(folder: str, segments: list[str]) -> str:
@@ -213,11 +262,24 @@ def _objects_below(
 
 
 def _all_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The paths below `root` (relative to it) of every object not hidden."""
+    """The paths below `root` (relative to it) of every object, hidden ones too."""
     found = _listed(filesystem, root, recursive=True)
     files = (f.path for f in found if f.type == pafs.FileType.File)
-    relative = (PurePosixPath(path).relative_to(root) for path in files)
-    return [str(path) for path in relative if not hidden(path)]
+    return [str(PurePosixPath(path).relative_to(root)) for path in files]
+
+
+def _lake_above(filesystem: pafs.FileSystem, root: str, bucket: str) -> Lake | None:
+    """The table format's table `root` is in, or at: its marker folder there or above."""
+    folder = PurePosixPath(root)
+    while str(folder).startswith(bucket.rstrip("/")) and str(folder) not in ("", ".", "/"):
+        for name, kind in MARKERS.items():
+            listed = _listed(filesystem, str(folder / name), recursive=False)
+            if listed and (kind != MARKERS["metadata"] or lake_in_listing(
+                str(folder), (f"{name}/{info.base_name}" for info in listed)
+            )):  # fmt: skip
+                return Lake(str(folder), kind)
+        folder = folder.parent
+    return None
 
 
 def _listed(filesystem: pafs.FileSystem, folder: str, recursive: bool) -> list[pafs.FileInfo]:

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from plangate.evaluators._globs import HIDDEN_NAMES, hidden, read_with, wildcard
+from plangate.evaluators._globs import HIDDEN_NAMES, hidden, parquet_named, read_with, wildcard
+from plangate.evaluators._lakes import current_on_disk
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.evaluators._types import as_type, castable
 from plangate.replay.schema import (
@@ -98,11 +99,14 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         filesystem, files, base, single = find_objects(uri)
     else:
         files, base, single = _find_files(given)
+        if not single:
+            files = current_on_disk(files, given)
     found = TraceSource(
         given=given, files=tuple(files), rows=0, constants=(), single_file=single,
         filesystem=filesystem,
     )  # fmt: skip
     footers = _footers(found)
+    base = _above_partitions(base)
     keys = [_hive_keys(os.path.relpath(found.opened(p), base)) if base else {} for p in files]
     constants = tuple(
         _checked_columns(path, schema, key)
@@ -110,6 +114,20 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
     )
     rows = sum(count for _, count in footers)
     return replace(found, rows=rows, constants=constants)
+
+
+def _above_partitions(folder: str | None) -> str | None:
+    """The folder above a source's Hive partition folders: `traces/` for `traces/variant=alyx/`.
+
+    A partition named on its own (or a glob's fixed part ending in one) gives its files its
+    key, as the whole table's folder would.
+    """
+    if folder is None:
+        return None
+    path = PurePosixPath(folder)
+    while "=" in path.name:
+        path = path.parent
+    return str(path)
 
 
 def _hive_keys(relative: str) -> dict[str, str | None]:
@@ -139,7 +157,8 @@ def _find_files(given: str) -> tuple[list[str], str | None, bool]:
         found = sorted(_in_folder(path))
         if not found:
             raise TraceTableError(
-                f"{given}: no .parquet file in this folder or below; expected a trace table"
+                f"{given}: no Parquet file in this folder or below (a .parquet name, or one "
+                "without an extension); expected a trace table"
             )
         return found, given, False
     if not wildcard(given):
@@ -157,22 +176,25 @@ def _find_files(given: str) -> tuple[list[str], str | None, bool]:
         matched.update([str(match)] if match.is_file() else _in_folder(match))
     if not matched:
         raise TraceTableError(
-            f"{given}: matches no file, and no .parquet file in a folder it matches; expected "
+            f"{given}: matches no file, and no Parquet file (a .parquet name, or one without an "
+            "extension) in a folder it matches; expected "
             "Parquet trace tables" + (f" ({skipped} hidden: {HIDDEN_NAMES})" if skipped else "")
         )
     return sorted(matched), base, False
 
 
 def _in_folder(folder: Path) -> list[str]:
-    """The .parquet files in a folder and below, hidden ones (`.x`, `_x`) left out.
+    """The Parquet-named files in a folder and below (`parquet_named`), hidden ones left out.
 
     A linked folder is followed, as a glob follows it (`Path.rglob` would not).
     """
-    below = os.path.join(glob.escape(str(folder)), "**", "*.parquet")
+    below = os.path.join(glob.escape(str(folder)), "**", "*")
     return [
         path
         for path in glob.glob(below, recursive=True)
-        if os.path.isfile(path) and not hidden(Path(path).relative_to(folder))
+        if parquet_named(os.path.basename(path))
+        and os.path.isfile(path)
+        and not hidden(Path(path).relative_to(folder))
     ]
 
 

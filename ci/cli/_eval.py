@@ -150,7 +150,7 @@ def _outside_source(source: str, output: str) -> None:
     if would_read(source, output):
         raise OutputError(
             f"{output}: where the source {object_uri(source) or source} is read from (its "
-            ".parquet files are all read as traces); write the scores outside it"
+            "Parquet files are all read as traces); write the scores outside it"
         )
 
 

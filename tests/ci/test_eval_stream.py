@@ -168,7 +168,7 @@ def bad_sources(tmp_path: Path) -> dict[str, tuple[str, Path]]:
     return {
         "no spans": (str(nothing), nothing),
         "matches no file": (f"{tmp_path}/none-*.parquet", tmp_path / "none-*.parquet"),
-        "no .parquet file": (str(tmp_path / "empty"), tmp_path / "empty"),
+        "no Parquet file": (str(tmp_path / "empty"), tmp_path / "empty"),
         "not a trace table": (str(mixed), mixed / "part-9.parquet"),
         "not a readable Parquet file": (str(tmp_path / "junk.parquet"), tmp_path / "junk.parquet"),
     }

@@ -30,6 +30,7 @@ from plangate.evaluators import (
     trace_source,
     would_read,
 )
+from plangate.evaluators._lakes import MARKERS
 from plangate.evaluators._object_store import GCS_RETRY_SECONDS, StoreURI, find_objects
 from plangate.replay import SCHEMA, TraceTableError
 from tests.ci.bad_inputs import run_main
@@ -135,10 +136,12 @@ def test_a_glob_lists_only_the_partitions_it_can_match(
     monkeypatch.setattr(_object_store, "_listed", spy)
     found = trace_source("s3://lake/hive/date=2026-12-*/*/*.parquet")
     assert found.files == ("s3://lake/hive/date=2026-12-01/variant=alyx/part-0.parquet",)
+    markers = [(f"{folder}/{name}", False) for folder in ("lake/hive", "lake") for name in MARKERS]
     assert listed == [
         ("lake/hive", False),  # which dates there are
         ("lake/hive/date=2026-12-01", False),  # which variants December's holds
         ("lake/hive/date=2026-12-01/variant=alyx", True),  # only then, files
+        *markers,  # then whether the glob's folder, or one above it, is a Delta or Iceberg table
     ]
 
 
@@ -189,8 +192,8 @@ def test_what_is_refused_names_the_uri_and_says_what_was_expected(
     with store.filesystem.open_output_stream("lake/text/notes.parquet") as out:
         out.write(b"not parquet")
     cases = {
-        "s3://lake/missing": "no such object, and no prefix of objects with .parquet files",
-        "s3://lake/hive/date=1999-*/": "matches no object with .parquet files",
+        "s3://lake/missing": "no such object, and no prefix of objects with Parquet files",
+        "s3://lake/hive/date=1999-*/": "matches no object with Parquet files",
         "s3://lake/hive/_temporary/": "part-0.parquet: not a trace table",  # named: read
         "s3://lake/text": "s3://lake/text/notes.parquet: not a readable Parquet file",
         "s3://la[ke/x": "cannot read this object storage URI",
@@ -304,7 +307,8 @@ def test_the_command_reads_a_bucket_and_shows_no_credentials(
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
         "plangate: error: s3://lake/missing: no such object, and no prefix of objects with "
-        ".parquet files; expected Parquet trace tables (a file, a prefix, or a glob)"
+        "Parquet files (a .parquet name, or one without an extension); expected Parquet trace "
+        "tables (a file, a prefix, or a glob)"
     ]
 
 

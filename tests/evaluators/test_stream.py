@@ -282,7 +282,7 @@ def test_sources_that_hold_no_trace_table(tmp_path: Path) -> None:
         f"{tmp_path}/nothing-*.parquet": "matches no file",
         f"{tmp_path}/_hid*.parquet": r"matches no file, .* \(1 hidden: a name that begins with",
         str(tmp_path / "missing"): "no such file or folder",
-        str(tmp_path / "empty"): "no .parquet file in this folder",
+        str(tmp_path / "empty"): "no Parquet file in this folder",
         str(tmp_path / "other.parquet"): r"not a trace table: missing \d\d columns \(session_id, ",
         str(tmp_path / "text.parquet"): "not a readable Parquet file",
         str(tmp_path / "text-turns.parquet"): "column 'turn_index' is string, expected int32; "

@@ -1,0 +1,201 @@
+"""Folders other tools write: files without an extension, and tables of a table format.
+
+Hive, Trino and Athena name their Parquet files without an extension (`000000_0`); a Delta
+Lake table (written here by `deltalake`, as Databricks and delta-rs write them) keeps the files
+of its earlier versions beside the current ones, and Iceberg and Hudi tables do too. The same
+folders are put in a bucket served by a local S3 server, read by pyarrow's own S3 client.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from plangate.evaluators import evaluate, score_batches, session_batches, trace_source
+from plangate.replay import TraceTableError
+from tests.ci.bad_inputs import assert_one_line_naming, run_main
+from tests.evaluators.test_stream import sorted_scores, traces
+from tests.object_store import ObjectStore, object_store
+
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY"
+OLD = traces(24, 2, seed=5)
+NEW = traces(24, 2, seed=6)
+"""Two versions of one table: the same sessions and turns, other spans and outcomes."""
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[ObjectStore]:
+    with object_store() as running:
+        yield running
+
+
+def hive_files(folder: Path) -> pa.Table:
+    """A table in Hive's layout as Hive and Athena write it: no file has an extension."""
+    table = traces(40, 2)
+    for day, (name, half) in zip(
+        ("2026-11-30", "2026-12-01"),
+        (("000000_0", table.slice(0, 200)), ("20261201_0915_00004_x7k2_4f1e", table.slice(200))),
+        strict=True,
+    ):
+        (folder / f"date={day}").mkdir(parents=True)
+        pq.write_table(half, folder / f"date={day}" / name)
+    (folder / "notes.txt").write_text("what these are")  # another extension: not read
+    (folder / "schema.json").write_text("{}")
+    return table
+
+
+def test_files_without_an_extension_are_read_as_hive_writes_them(tmp_path: Path) -> None:
+    table = hive_files(tmp_path / "hive")
+    for source in (tmp_path / "hive", f"{tmp_path}/hive/date=*/", f"{tmp_path}/hive/*/0*"):
+        found = trace_source(source)
+        expected = table if "0*" not in str(source) else table.slice(0, 200)
+        assert found.rows == expected.num_rows, source
+        assert pa.concat_tables(session_batches(found)).equals(expected)
+    (tmp_path / "hive" / "date=2026-11-30" / "LICENSE").write_text("MIT")
+    with pytest.raises(TraceTableError, match=r"LICENSE: not a readable Parquet file"):
+        trace_source(tmp_path / "hive")
+
+
+def test_a_partition_named_on_its_own_gives_its_files_its_key(tmp_path: Path) -> None:
+    table = traces(8, 1)
+    folder = tmp_path / "traces" / "date=2026-11-30" / "variant=alyx"
+    folder.mkdir(parents=True)
+    pq.write_table(table.drop_columns(["variant"]), folder / "part-0.parquet")
+    for source in (folder, f"{folder}/*.parquet", f"{folder.parent}/*/"):
+        (batch,) = session_batches(source)
+        assert batch["variant"].to_pylist() == ["alyx"] * table.num_rows, source
+
+
+def test_files_without_an_extension_in_a_bucket(store: ObjectStore, tmp_path: Path) -> None:
+    table = hive_files(tmp_path / "hive")
+    uri = store.upload(tmp_path / "hive", "athena")
+    for source in (uri, f"{uri}/date=*/"):
+        assert trace_source(source).rows == table.num_rows
+    assert sorted_scores(pa.concat_tables(score_batches(uri))).equals(
+        sorted_scores(evaluate(table))
+    )
+
+
+def delta_table(folder: Path) -> None:
+    """A Delta Lake table partitioned by `variant`, written twice: only NEW is its table now."""
+    write_deltalake(folder, OLD, partition_by=["variant"])
+    write_deltalake(folder, NEW, partition_by=["variant"], mode="overwrite")
+
+
+def test_a_delta_table_is_read_as_its_current_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delta_table(tmp_path / "delta")
+    on_disk = sorted(tmp_path.glob("delta/variant=*/*.parquet"))
+    assert len(on_disk) > len(DeltaTable(tmp_path / "delta").file_uris())  # old files are there
+    partition = next(tmp_path.glob("delta/variant=*"))
+    for source in (tmp_path / "delta", f"{tmp_path}/delta/variant=*/", partition):
+        read = pa.concat_tables(session_batches(source))
+        assert read.num_rows == NEW.num_rows, source
+        assert sorted(read["trace_id"].to_pylist()) == sorted(NEW["trace_id"].to_pylist())
+    assert sorted_scores(pa.concat_tables(score_batches(tmp_path / "delta"))).equals(
+        sorted_scores(evaluate(NEW))
+    )
+    code, out, _ = run_main(["eval", str(tmp_path / "delta")], capsys)
+    assert (code, f"{NEW.num_rows:,} spans" in out) == (0, True)
+
+
+def test_a_folder_of_several_tables_reads_each_ones_current_files(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        delta_table(tmp_path / "lake" / name)
+    (tmp_path / "lake" / "plain").mkdir()
+    pq.write_table(NEW, tmp_path / "lake" / "plain" / "part-0.parquet")
+    current = [
+        *(uri for name in ("a", "b") for uri in DeltaTable(tmp_path / "lake" / name).file_uris()),
+        str(tmp_path / "lake" / "plain" / "part-0.parquet"),
+    ]
+    assert sorted(trace_source(tmp_path / "lake").files) == sorted(current)
+
+
+def test_a_delta_table_without_deltalake_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delta_table(tmp_path / "delta")
+    with mock.patch.dict(sys.modules, {"deltalake": None}):  # not installed
+        code, _, err = run_main(["eval", str(tmp_path / "delta")], capsys)
+    assert_one_line_naming(code, err, tmp_path / "delta", "no deltalake")
+    assert "a Delta Lake table (_delta_log/ is there)" in err
+    assert "install plangate[delta]" in err
+
+
+@pytest.mark.parametrize(
+    ("configuration", "named"),
+    [
+        ({"delta.columnMapping.mode": "name"}, "column mapping"),
+        ({"delta.enableDeletionVectors": "true"}, "deletion vectors"),
+    ],
+)
+def test_a_delta_table_its_files_cannot_give_is_refused(
+    tmp_path: Path, configuration: dict[str, str], named: str
+) -> None:
+    write_deltalake(tmp_path / "delta", NEW, configuration=configuration)
+    with pytest.raises(TraceTableError, match=f"Delta Lake table .* it allows {named}"):
+        trace_source(tmp_path / "delta")
+
+
+def other_formats(root: Path) -> dict[str, Path]:
+    """An Iceberg and a Hudi table's folders, as their writers leave them, with trace files."""
+    iceberg, hudi = root / "iceberg", root / "hudi"
+    (iceberg / "metadata").mkdir(parents=True)
+    (iceberg / "metadata" / "00001-5c1e.metadata.json").write_text("{}")
+    (iceberg / "data").mkdir()
+    pq.write_table(NEW, iceberg / "data" / "00000-0-1a2b.parquet")
+    (hudi / ".hoodie").mkdir(parents=True)
+    (hudi / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=traces\n")
+    (hudi / "date=2026-12-01").mkdir()
+    pq.write_table(NEW, hudi / "date=2026-12-01" / "1a2b_0-1-0_20261201.parquet")
+    return {"Apache Iceberg": iceberg, "Apache Hudi": hudi}
+
+
+def test_iceberg_and_hudi_tables_are_refused(tmp_path: Path) -> None:
+    for kind, folder in other_formats(tmp_path).items():
+        partition = next(p for p in folder.iterdir() if p.is_dir() and p.name[0] not in "._m")
+        for source in (folder, f"{folder}/*/", partition):
+            with pytest.raises(TraceTableError, match=f"^{folder}: a {kind} table") as caught:
+                trace_source(source)
+            assert "export its current version to Parquet" in str(caught.value)
+        named = next(folder.rglob("*.parquet"))
+        assert trace_source(named).rows == NEW.num_rows  # a file named on its own is read
+
+
+def test_a_delta_table_in_a_bucket_is_read_as_its_current_version(
+    store: ObjectStore, tmp_path: Path
+) -> None:
+    delta_table(tmp_path / "delta")
+    uri = store.upload(tmp_path / "delta", "delta")
+    endpoint = store.endpoint.removeprefix("http://")
+    given = f"s3://test:{SECRET}@lake/delta/?endpoint_override={endpoint}&scheme=http"
+    for source in (uri, f"{uri}/variant=*/", given):
+        with mock.patch.dict(os.environ):
+            if source == given:  # the endpoint from the URI only, for both readers
+                del os.environ["AWS_ENDPOINT_URL"]
+            found = trace_source(source)
+            assert len(found.files) == len(DeltaTable(tmp_path / "delta").file_uris()), source
+            assert pa.concat_tables(session_batches(found)).num_rows == NEW.num_rows
+    not_installed = mock.patch.dict(sys.modules, {"deltalake": None})
+    with not_installed, pytest.raises(TraceTableError, match="install plangate.delta.") as caught:
+        trace_source(given)
+    assert str(caught.value).startswith(f"{uri}: a Delta Lake table")
+    assert SECRET not in str(caught.value)
+
+
+def test_other_table_formats_in_a_bucket_are_refused(store: ObjectStore, tmp_path: Path) -> None:
+    for kind, folder in other_formats(tmp_path).items():
+        prefix = store.upload(folder, f"formats/{folder.name}")
+        partition = next(p for p in folder.iterdir() if p.is_dir() and p.name[0] not in "._m")
+        for source in (prefix, f"{prefix}/*/", f"{prefix}/{partition.name}/"):
+            with pytest.raises(TraceTableError, match=f"^{prefix}: a {kind} table"):
+                trace_source(source)
