@@ -55,6 +55,7 @@ from plangate.evaluators._rubric import (
 )
 from plangate.evaluators._source import (
     TraceSource,
+    agent_spans,
     checked_chunks,
     text_located,
     trace_source,
@@ -85,6 +86,7 @@ __all__ = [
     "ToolExpectation",
     "TraceFrame",
     "TraceSource",
+    "agent_spans",
     "checked_chunks",
     "contiguous_sessions",
     "evaluate",

@@ -37,9 +37,12 @@ from plangate.replay.schema import (
     ATTRIBUTES,
     SCHEMA,
     SCHEMA_VERSION,
+    SESSION_ID,
     SPAN_ID,
+    SPAN_KIND,
     SPAN_ONCE,
     TRACE_ID,
+    TURN_INDEX,
     DuplicateSpanError,
     TraceTableError,
     attribute_columns,
@@ -376,6 +379,32 @@ def text_located(source: TraceSource, error: UnicodeDecodeError) -> TraceTableEr
                         f"({bad.reason} at byte {bad.start}); write its texts as UTF-8"
                     )
     return TraceTableError(f"{source.given}: a text is not UTF-8 ({first_line(error)})")
+
+
+TURN_SPAN_COLUMNS = (SESSION_ID, TURN_INDEX, TRACE_ID, SPAN_ID, SPAN_KIND)
+"""What names a turn's AGENT span: its turn, and its trace and span ids."""
+
+
+def agent_spans(source: str | Path | TraceSource) -> pa.Table:
+    """The AGENT rows of a trace table wherever `eval` reads one, in `TURN_SPAN_COLUMNS`.
+
+    Only those columns are read and only the AGENT rows kept: a row per turn, whatever the
+    source's size (what annotating each turn's span and trace needs).
+
+    Raises:
+        TraceTableError: The source, as `trace_source`; an AGENT row without one of the
+            columns' values, named by its file, its row there and the column.
+    """
+    kept = []
+    for path, offset, chunk in chunks(trace_source(source), TURN_SPAN_COLUMNS):
+        agents = pc.fill_null(pc.equal(chunk[SPAN_KIND], "AGENT"), False)
+        for name in TURN_SPAN_COLUMNS[:-1]:
+            if pc.any(hole := pc.and_(agents, pc.is_null(chunk[name]))).as_py():
+                row = offset + int(pc.index(hole, True).as_py())
+                raise TraceTableError(f"{path}: row {row}: the AGENT span's {name} is null")
+        kept.append(chunk.filter(agents))
+    schema = pa.schema([SCHEMA.field(name) for name in TURN_SPAN_COLUMNS])
+    return pa.concat_tables(kept) if kept else schema.empty_table()
 
 
 def checked_chunks(source: TraceSource, check: bool = True) -> Iterator[pa.Table]:

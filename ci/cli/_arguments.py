@@ -416,9 +416,14 @@ def _phoenix(commands: Commands) -> None:
 
     annotating = verbs.add_parser("annotate", help="log a score table as Phoenix annotations")
     annotating.add_argument(
-        "scores", metavar="SCORES.parquet", help="the score table (`plangate eval -o`)"
+        "scores", metavar="SCORES", help="the score table (`plangate eval -o`: a file or a folder)"
     )
-    annotating.add_argument("traces", metavar="TABLE.parquet", help="the scored trace table")
+    annotating.add_argument(
+        "traces",
+        metavar="TRACES",
+        help="the scored trace table, as `eval` reads it (a file, a folder or a glob, on disk or "
+        "in object storage); only its AGENT rows' ids are read",
+    )
     annotating.add_argument(
         "--identifier", help="keep these annotations apart from others of the same name"
     )

@@ -27,9 +27,10 @@ from plangate.ci.phoenix import (
     mirror_dataset,
     run_experiment,
 )
+from plangate.evaluators import agent_spans
 from plangate.evaluators.scores import EVALUATOR, FAIL, OUTCOME, read_scores
 from plangate.harness import PlangateError, check_output
-from plangate.replay import DATASET_FILES, MANIFEST, read_table
+from plangate.replay import DATASET_FILES, MANIFEST
 from plangate.replay.agents import AgentSpec
 from plangate.replay.schema import SESSION_ID, TURN_INDEX
 
@@ -64,7 +65,7 @@ def from_phoenix(args: argparse.Namespace) -> int:
 def annotate_scores(args: argparse.Namespace) -> int:
     """`plangate phoenix annotate SCORES TRACES`: a score table as annotations on its turns."""
     scores = read_scores(args.scores)
-    traces = read_table(args.traces)
+    traces = agent_spans(args.traces)  # a file, a folder or a glob, as `eval` reads it
     project = phoenix_project(args)
     report = annotate(
         _client(args), scores, traces, project=project, identifier=args.identifier,

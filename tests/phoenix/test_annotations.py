@@ -32,9 +32,9 @@ from plangate.ci.phoenix._client import (
 )
 from plangate.ci.phoenix._server import PhoenixServer, free_port
 from plangate.ci.phoenix.names import session_url, trace_url
-from plangate.evaluators import RubricSet, evaluate, rubric_from_dict
+from plangate.evaluators import RubricSet, agent_spans, evaluate, rubric_from_dict
 from plangate.harness import Agent, get_domain, load_variant, model_from_spec
-from plangate.replay import TraceTableExporter, read_dataset
+from plangate.replay import TraceTableError, TraceTableExporter, read_dataset
 
 # The Phoenix client's dataframe readers (3.5) call `DataFrame.rename(inplace=True)`, which
 # pandas 3.1 deprecates.
@@ -267,28 +267,52 @@ def test_scores_of_several_repeats_are_refused(scored: Scored, client: Any) -> N
         annotate(client, twice, scored.traces, project=scored.project)
 
 
+def test_a_turns_span_without_its_ids_is_named_by_file_and_row(tmp_path: Path) -> None:
+    spans = pq.read_table(GOLDEN / "spans.parquet")
+    (tmp_path / "lake").mkdir()
+    pq.write_table(spans.slice(0, 0), tmp_path / "lake" / "empty.parquet")
+    assert agent_spans(tmp_path / "lake").num_rows == 0  # no rows: no turns, no error
+    kinds, ids = spans["span_kind"].to_pylist(), spans["trace_id"].to_pylist()
+    holes = [None if kind == "AGENT" else id_ for kind, id_ in zip(kinds, ids, strict=True)]
+    column = spans.schema.get_field_index("trace_id")
+    pq.write_table(spans.set_column(column, "trace_id", pa.array(holes)), tmp_path / "lake" / "h")
+    message = f"h: row {kinds.index('AGENT')}: the AGENT span's trace_id is null"
+    with pytest.raises(TraceTableError, match=message):
+        agent_spans(tmp_path / "lake")
+
+
 def test_the_command_annotates_and_lists_failing_turns_with_links(
     scored: Scored, phoenix: PhoenixServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pq.write_table(scored.scores, tmp_path / "scores.parquet")
     pq.write_table(scored.traces, tmp_path / "traces.parquet")
     files = [str(tmp_path / "scores.parquet"), str(tmp_path / "traces.parquet")]
+    for number, session in enumerate(sorted(set(scored.traces["session_id"].to_pylist()))):
+        folder = tmp_path / "lake" / f"day={number}"  # production traces: a folder of parts
+        folder.mkdir(parents=True)
+        pq.write_table(
+            scored.traces.filter(pc.equal(scored.traces["session_id"], session)),
+            folder / "part-0.parquet",
+        )
 
-    code = main(
-        [
-            "phoenix",
-            "annotate",
-            *files,
-            "--phoenix-url",
-            phoenix.url,
-            "--phoenix-project",
-            scored.project,
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
-    assert f"{scored.scores.num_rows} span" in out
-    assert "task_completion failed" in out and f"{phoenix.url}/projects/" in out
+    for traces in (files[1], str(tmp_path / "lake"), f"{tmp_path}/lake/day=*/"):
+        code = main(
+            [
+                "phoenix",
+                "annotate",
+                files[0],
+                traces,
+                "--phoenix-url",
+                phoenix.url,
+                "--phoenix-project",
+                scored.project,
+            ]
+        )
+        out = capsys.readouterr().out
+        assert code == 0, traces
+        assert f"{scored.scores.num_rows} span" in out
+        assert "not in the traces" not in out
+        assert "task_completion failed" in out and f"{phoenix.url}/projects/" in out
 
     down = f"http://127.0.0.1:{free_port()}"
     code = main(
