@@ -12,7 +12,7 @@ named on its own is read as named.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
@@ -48,21 +48,31 @@ class Lake:
 
 
 def current_on_disk(files: Sequence[str], given: str) -> list[str]:
-    """The files to read of those a folder or a glob found on disk.
+    """The files to read of those a folder or a glob found on disk (see `only_current`)."""
+    return only_current(files, _lakes_of(files), current_files, os.path.abspath, given)
 
-    A file in a Delta Lake table is read when the table's current version holds it; a file in
-    another format's table is refused. Each file is in the table its nearest folder with a
-    marker roots (the folders found may hold several tables).
+
+def only_current(
+    files: Sequence[str],
+    lakes: Mapping[str, Lake | None],
+    current: Callable[[Lake], set[str]],
+    key: Callable[[str], str],
+    given: str,
+) -> list[str]:
+    """The files to read: those in no table, and those a Delta Lake table's current version holds.
+
+    `lakes` gives each file's table (the nearest above it: the files found may lie in several),
+    `current` a Delta Lake table's current files (refusing any other table), in the form `key`
+    gives a file.
 
     Raises:
-        TraceTableError: A table refused (see `current_files`), or none of the files kept.
+        TraceTableError: A table refused, or none of the files kept.
     """
-    lakes = _lakes_of(files)
-    if not any(lakes.values()):
-        return list(files)
     found = sorted({lake for lake in lakes.values() if lake}, key=lambda lake: lake.root)
-    current = {lake: current_files(lake) for lake in found}
-    kept = [f for f in files if not (lake := lakes[f]) or os.path.abspath(f) in current[lake]]
+    if not found:
+        return list(files)
+    versions = {lake: current(lake) for lake in found}
+    kept = [f for f in files if not (lake := lakes[f]) or key(f) in versions[lake]]
     if not kept:
         raise found[0].refusal(
             f"none of the {len(files)} files {given} names is in its current version"
@@ -95,16 +105,18 @@ def _kind_on_disk(folder: Path) -> str | None:
     return None
 
 
-def lake_in_listing(root: str, paths: Iterable[str]) -> Lake | None:
-    """The table format's table a listing below `root` shows (its marker folder's objects)."""
+def lakes_in_listing(root: str, paths: Iterable[str]) -> list[Lake]:
+    """The table format's tables a listing below `root` shows (their marker folders' objects)."""
+    lakes: dict[str, Lake] = {}
     for path in paths:
         parts = PurePosixPath(path).parts
         for depth, part in enumerate(parts[:-1]):
             kind = MARKERS.get(part)
             iceberg = part == "metadata" and parts[-1].endswith(".metadata.json")
             if kind and (kind != MARKERS["metadata"] or (iceberg and depth == len(parts) - 2)):
-                return Lake(str(PurePosixPath(root, *parts[:depth])), kind)
-    return None
+                found = "/".join([root.rstrip("/"), *parts[:depth]])
+                lakes.setdefault(found, Lake(found, kind))
+    return list(lakes.values())
 
 
 def refused(lake: Lake) -> TraceTableError:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import partial
 from pathlib import PurePosixPath
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -24,7 +25,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from plangate.evaluators._globs import hidden, read_with, wildcard
-from plangate.evaluators._lakes import DELTA, MARKERS, Lake, current_files, lake_in_listing, refused
+from plangate.evaluators._lakes import (
+    DELTA,
+    MARKERS,
+    Lake,
+    current_files,
+    lakes_in_listing,
+    only_current,
+    refused,
+)
 from plangate.replay.schema import TraceTableError, first_line
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^?]*)(?:\?(.*))?", re.S)
@@ -155,7 +164,10 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         if info.type == pafs.FileType.NotFound and wild is not None:  # a glob: below its fixed part
             root, pattern = _below(bucket, segments[:wild]), segments[wild:]
         below = _objects_below(filesystem, root, pattern)
-        lake = lake_in_listing(root, below) or _lake_above(filesystem, root, bucket)
+        lakes = [
+            *lakes_in_listing(f"{uri.scheme}://{root}", below),
+            *_lake_above(filesystem, root, bucket, uri.scheme),
+        ]
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise TraceTableError(
             f"{uri.shown}: cannot read this object storage URI ({uri.scrubbed(first_line(exc))})"
@@ -169,8 +181,12 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         for relative in below
         if read_with(PurePosixPath(relative).parts, pattern, folders_only)
     ]
-    if lake and files:
-        files = _current(uri, replace(lake, root=f"{uri.scheme}://{lake.root}"), files)
+    if lakes and files:
+        nearest = {
+            f: max((k for k in lakes if f.startswith(f"{k.root}/")), key=_depth, default=None)
+            for f in files
+        }
+        files = only_current(files, nearest, partial(_current, uri), _in_store, uri.shown)
     if not files:
         raise TraceTableError(
             f"{uri.shown}: "
@@ -181,21 +197,24 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
     return filesystem, sorted(files), root, False
 
 
-def _current(uri: StoreURI, lake: Lake, files: list[str]) -> list[str]:
-    """The files a Delta Lake table's current version holds; any other table refused."""
+def _current(uri: StoreURI, lake: Lake) -> set[str]:
+    """A Delta Lake table's current files (`bucket/key`); any other table refused."""
     options = _delta_options(uri)
     if lake.kind != DELTA or options is None:
         raise refused(lake)
     try:
-        current = current_files(lake, options)
+        return current_files(lake, options)
     except TraceTableError as exc:
         raise TraceTableError(uri.scrubbed(str(exc))) from exc
-    kept = [f for f in files if f.partition("://")[2] in current]
-    if not kept:
-        raise lake.refusal(
-            f"none of the {len(files)} files {uri.shown} names is in its current version"
-        )
-    return kept
+
+
+def _in_store(uri: str) -> str:
+    """An object's URI as `current_files` gives it: `bucket/key`."""
+    return uri.partition("://")[2]
+
+
+def _depth(lake: Lake) -> int:
+    return len(lake.root)
 
 
 def _delta_options(uri: StoreURI) -> dict[str, str] | None:
@@ -268,18 +287,18 @@ def _all_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
     return [str(PurePosixPath(path).relative_to(root)) for path in files]
 
 
-def _lake_above(filesystem: pafs.FileSystem, root: str, bucket: str) -> Lake | None:
+def _lake_above(filesystem: pafs.FileSystem, root: str, bucket: str, scheme: str) -> list[Lake]:
     """The table format's table `root` is in, or at: its marker folder there or above."""
     folder = PurePosixPath(root)
     while str(folder).startswith(bucket.rstrip("/")) and str(folder) not in ("", ".", "/"):
         for name, kind in MARKERS.items():
             listed = _listed(filesystem, str(folder / name), recursive=False)
-            if listed and (kind != MARKERS["metadata"] or lake_in_listing(
+            if listed and (kind != MARKERS["metadata"] or lakes_in_listing(
                 str(folder), (f"{name}/{info.base_name}" for info in listed)
             )):  # fmt: skip
-                return Lake(str(folder), kind)
+                return [Lake(f"{scheme}://{folder}", kind)]
         folder = folder.parent
-    return None
+    return []
 
 
 def _listed(filesystem: pafs.FileSystem, folder: str, recursive: bool) -> list[pafs.FileInfo]:

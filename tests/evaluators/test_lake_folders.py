@@ -178,13 +178,27 @@ def test_a_delta_table_in_a_bucket_is_read_as_its_current_version(
     uri = store.upload(tmp_path / "delta", "delta")
     endpoint = store.endpoint.removeprefix("http://")
     given = f"s3://test:{SECRET}@lake/delta/?endpoint_override={endpoint}&scheme=http"
+    current = DeltaTable(tmp_path / "delta").file_uris()
     for source in (uri, f"{uri}/variant=*/", given):
         with mock.patch.dict(os.environ):
             if source == given:  # the endpoint from the URI only, for both readers
                 del os.environ["AWS_ENDPOINT_URL"]
             found = trace_source(source)
-            assert len(found.files) == len(DeltaTable(tmp_path / "delta").file_uris()), source
+            assert len(found.files) == len(current), source
             assert pa.concat_tables(session_batches(found)).num_rows == NEW.num_rows
+    (tmp_path / "mixed" / "plain").mkdir(parents=True)  # a table beside a folder of files
+    delta_table(tmp_path / "mixed" / "delta")
+    pq.write_table(NEW, tmp_path / "mixed" / "plain" / "part-0.parquet")
+    mixed = trace_source(store.upload(tmp_path / "mixed", "mixed"))
+    assert sorted(mixed.files) == sorted(
+        [
+            *(
+                f"s3://lake/mixed/delta/{uri.split('/delta/')[1]}"
+                for uri in DeltaTable(tmp_path / "mixed" / "delta").file_uris()
+            ),
+            "s3://lake/mixed/plain/part-0.parquet",
+        ]
+    )
     not_installed = mock.patch.dict(sys.modules, {"deltalake": None})
     with not_installed, pytest.raises(TraceTableError, match="install plangate.delta.") as caught:
         trace_source(given)
