@@ -21,9 +21,18 @@ def parquet_named(name: str) -> bool:
     """Whether a file found in a folder is read as Parquet.
 
     A `.parquet` name, or a name without an extension, as Hive (`000000_0`), Trino and Athena
-    name the files they write.
+    name the files they write; not the empty `x_$folder$` objects Hadoop's S3 clients (EMRFS)
+    leave beside a folder.
     """
-    return name.endswith(".parquet") or "." not in name
+    return name.endswith(".parquet") or ("." not in name and not folder_marker(name))
+
+
+def folder_marker(name: str) -> bool:
+    """Whether an object is Hadoop's empty stand-in for a folder (`date=2026-11-30_$folder$`).
+
+    Such an object is never read, even where a glob names it.
+    """
+    return name.endswith("_$folder$")
 
 
 def wildcard(segment: str) -> bool:
@@ -63,6 +72,8 @@ def read_with(parts: Sequence[str], pattern: Sequence[str] | None, folders_only:
     ends in `/`: `folders_only`), or a Parquet-named file (`parquet_named`) in a folder that
     does. Without: any Parquet-named file.
     """
+    if folder_marker(parts[-1]):
+        return False
     if pattern is not None and not folders_only and file_matches(parts, pattern):
         return True
     return parquet_named(parts[-1]) and (

@@ -5,23 +5,33 @@ they are vacuumed: a session a later version rewrote is still in an old file the
 folder of Parquet, old and new spans would be scored together, a verdict on rows the table no
 longer holds. So a folder or glob that reaches into such a table is refused, naming the table,
 unless it is a Delta Lake table and `deltalake` is installed: then only the files of its current
-version are read (on disk, in S3, or in a store whose settings come from the environment). A file
-named on its own is read as named.
+version are read (on disk, in S3, or in a store whose settings come from the environment), and
+a folder that holds the whole table must hold every one of them. A file named on its own is
+read as named.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
+
 from plangate.replay.schema import TraceTableError, first_line
 
 DELTA = "Delta Lake"
-MARKERS = {"_delta_log": DELTA, ".hoodie": "Apache Hudi", "metadata": "Apache Iceberg"}
+ICEBERG = "Apache Iceberg"
+MARKERS = {"_delta_log": DELTA, ".hoodie": "Apache Hudi", "metadata": ICEBERG}
 """The folder at a table's root that makes it a table of a format, and the format."""
+_ICEBERG_METADATA = re.compile(
+    r"(v\d+|\d{5}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"(\.gz)?\.metadata\.json"
+)
+"""The names Iceberg gives its metadata files (a `metadata/` folder of other files is none)."""
 _UNREADABLE_DELTA = {
     "deletionVectors": "deletion vectors (rows deleted without rewriting their files)",
     "columnMapping": "column mapping (its files' columns have other names than the table's)",
@@ -38,7 +48,8 @@ class Lake:
 
     def refusal(self, why: str) -> TraceTableError:
         return TraceTableError(
-            f"{self.root}: a {self.kind} table ({self.marker}/ is there): {why}; expected a "
+            f"{self.root}: {'an' if self.kind[0] in 'AEIOU' else 'a'} {self.kind} table "
+            f"({self.marker}/ is there): {why}; expected a "
             "folder of Parquet trace tables"
         )
 
@@ -47,37 +58,66 @@ class Lake:
         return next(name for name, kind in MARKERS.items() if kind == self.kind)
 
 
-def current_on_disk(files: Sequence[str], given: str) -> list[str]:
-    """The files to read of those a folder or a glob found on disk (see `only_current`)."""
-    return only_current(files, _lakes_of(files), current_files, os.path.abspath, given)
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The files a folder or a glob found, and how to tell which a table's version holds."""
+
+    files: Sequence[str]
+    lakes: Mapping[str, Lake | None]
+    """Each file's table: the nearest above it (the files found may lie in several)."""
+    current: Callable[[Lake], set[str]]
+    """A Delta Lake table's current files, in `key`'s form (any other table refused)."""
+    key: Callable[[str], str]
+    """A file, or a table's root, in the form `current` gives the files."""
+    folder: str | None
+    """The folder named (in `key`'s form), or None for a glob: a table inside it is whole."""
 
 
-def only_current(
-    files: Sequence[str],
-    lakes: Mapping[str, Lake | None],
-    current: Callable[[Lake], set[str]],
-    key: Callable[[str], str],
-    given: str,
-) -> list[str]:
+def only_current(found: Found, given: str) -> list[str]:
     """The files to read: those in no table, and those a Delta Lake table's current version holds.
 
-    `lakes` gives each file's table (the nearest above it: the files found may lie in several),
-    `current` a Delta Lake table's current files (refusing any other table), in the form `key`
-    gives a file.
-
     Raises:
-        TraceTableError: A table refused, or none of the files kept.
+        TraceTableError: A table refused; none of the files kept; a table the folder holds
+            whole whose current version names a file that is not there.
     """
-    found = sorted({lake for lake in lakes.values() if lake}, key=lambda lake: lake.root)
-    if not found:
-        return list(files)
-    versions = {lake: current(lake) for lake in found}
-    kept = [f for f in files if not (lake := lakes[f]) or key(f) in versions[lake]]
+    lakes = sorted({lake for lake in found.lakes.values() if lake}, key=lambda lake: lake.root)
+    if not lakes:
+        return list(found.files)
+    versions = {lake: found.current(lake) for lake in lakes}
+    keys = {f: found.key(f) for f in found.files}
+    seen = set(keys.values())
+    for lake in lakes:
+        root = found.key(lake.root)
+        whole = found.folder is not None and f"{root}/".startswith(f"{found.folder}/")
+        if whole and (missing := sorted(versions[lake] - seen)):
+            raise lake.refusal(
+                f"its current version holds {missing[0]} ({len(missing)} such files), which "
+                "is not there: removed by hand, or not copied yet; restore it or export the "
+                "current version to Parquet"
+            )
+    kept = [f for f in found.files if not (at := found.lakes[f]) or keys[f] in versions[at]]
     if not kept:
-        raise found[0].refusal(
-            f"none of the {len(files)} files {given} names is in its current version"
+        raise lakes[0].refusal(
+            f"none of the {len(found.files)} files {given} names is in its current version"
         )
     return kept
+
+
+def current_on_disk(files: Sequence[str], given: str) -> list[str]:
+    """The files to read of those a folder or a glob found on disk (see `only_current`).
+
+    Paths are compared with their links resolved, as `deltalake` resolves the table's root.
+    """
+    folder = os.path.realpath(given) if os.path.isdir(given) else None
+    found = Found(
+        files=files, lakes=_lakes_of(files), current=_current_on_disk, key=os.path.realpath,
+        folder=folder,
+    )  # fmt: skip
+    return only_current(found, given)
+
+
+def _current_on_disk(lake: Lake) -> set[str]:
+    return current_files(lake, location=lake.root, base=os.path.realpath(lake.root))
 
 
 def _lakes_of(files: Sequence[str]) -> dict[str, Lake | None]:
@@ -97,12 +137,16 @@ def _lakes_of(files: Sequence[str]) -> dict[str, Lake | None]:
 def _kind_on_disk(folder: Path) -> str | None:
     for name, kind in MARKERS.items():
         marker = folder / name
-        if kind == MARKERS["metadata"]:
-            if marker.is_dir() and any(marker.glob("*.metadata.json")):
-                return kind
-        elif marker.is_dir():
+        if not marker.is_dir():
+            continue
+        if kind != ICEBERG or any(iceberg_metadata(p.name) for p in marker.iterdir()):
             return kind
     return None
+
+
+def iceberg_metadata(name: str) -> bool:
+    """Whether a file in a `metadata/` folder is an Iceberg table's metadata file."""
+    return _ICEBERG_METADATA.fullmatch(name) is not None
 
 
 def lakes_in_listing(root: str, paths: Iterable[str]) -> list[Lake]:
@@ -112,8 +156,8 @@ def lakes_in_listing(root: str, paths: Iterable[str]) -> list[Lake]:
         parts = PurePosixPath(path).parts
         for depth, part in enumerate(parts[:-1]):
             kind = MARKERS.get(part)
-            iceberg = part == "metadata" and parts[-1].endswith(".metadata.json")
-            if kind and (kind != MARKERS["metadata"] or (iceberg and depth == len(parts) - 2)):
+            iceberg = depth == len(parts) - 2 and iceberg_metadata(parts[-1])
+            if kind and (kind != ICEBERG or iceberg):
                 found = "/".join([root.rstrip("/"), *parts[:depth]])
                 lakes.setdefault(found, Lake(found, kind))
     return list(lakes.values())
@@ -127,10 +171,13 @@ def refused(lake: Lake) -> TraceTableError:
     )
 
 
-def current_files(lake: Lake, options: dict[str, str] | None = None) -> set[str]:
-    """The files of a Delta Lake table's current version: paths on disk, `bucket/key` in a store.
+def current_files(
+    lake: Lake, *, location: str, base: str, options: dict[str, str] | None = None
+) -> set[str]:
+    """The files of a Delta Lake table's current version, each `base` and its path below it.
 
-    `options` are `deltalake`'s storage options for a table in object storage (its root a URI).
+    `location` is where `deltalake` finds the table (a path, or a URI with `options`, its
+    storage options); `base` the table's root as the files found are named below it.
 
     Raises:
         TraceTableError: Not a Delta Lake table, `deltalake` not installed, a log that cannot
@@ -148,10 +195,10 @@ def current_files(lake: Lake, options: dict[str, str] | None = None) -> set[str]
             "only, or export that version to Parquet"
         ) from None
     try:
-        table = DeltaTable(lake.root, storage_options=options)
+        table = DeltaTable(location, storage_options=options)
         features = set(table.protocol().reader_features or ())
         configuration = table.metadata().configuration
-        uris = table.file_uris()
+        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
     except (DeltaError, OSError) as exc:
         raise lake.refusal(f"its log cannot be read ({first_line(exc)})") from exc
     if configuration.get("delta.columnMapping.mode", "none") != "none":
@@ -161,6 +208,13 @@ def current_files(lake: Lake, options: dict[str, str] | None = None) -> set[str]
             f"it allows {_UNREADABLE_DELTA[unreadable[0]]}, which its Parquet files alone do not "
             "give; export its current version to Parquet and evaluate that"
         )
-    if options is not None:
-        return {unquote(uri.split("://", 1)[-1]) for uri in uris}
-    return {os.path.normpath(unquote(urlparse(uri).path)) for uri in uris}
+    return {_below(base, path) for path in paths}
+
+
+def _below(base: str, path: str) -> str:
+    """A Delta log's path (percent-encoded: relative to the root, or a whole URI) as a file's."""
+    if "://" not in path:
+        return f"{base.rstrip('/')}/{unquote(path)}"
+    parsed = urlparse(path)
+    name = unquote(parsed.path)
+    return name if parsed.scheme == "file" else f"{parsed.netloc}{name}"

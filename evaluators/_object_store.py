@@ -27,12 +27,14 @@ import pyarrow.fs as pafs
 from plangate.evaluators._globs import hidden, read_with, wildcard
 from plangate.evaluators._lakes import (
     DELTA,
+    ICEBERG,
     MARKERS,
+    Found,
     Lake,
     current_files,
+    iceberg_metadata,
     lakes_in_listing,
     only_current,
-    refused,
 )
 from plangate.replay.schema import TraceTableError, first_line
 
@@ -163,8 +165,9 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         root, pattern = whole, None
         if info.type == pafs.FileType.NotFound and wild is not None:  # a glob: below its fixed part
             root, pattern = _below(bucket, segments[:wild]), segments[wild:]
-        below = _objects_below(filesystem, root, pattern)
+        below, walked = _objects_below(filesystem, root, pattern, uri.scheme)
         lakes = [
+            *walked,
             *lakes_in_listing(f"{uri.scheme}://{root}", below),
             *_lake_above(filesystem, root, bucket, uri.scheme),
         ]
@@ -186,7 +189,11 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
             f: max((k for k in lakes if f.startswith(f"{k.root}/")), key=_depth, default=None)
             for f in files
         }
-        files = only_current(files, nearest, partial(_current, uri), _in_store, uri.shown)
+        found = Found(
+            files=files, lakes=nearest, current=partial(_current, uri), key=_in_store,
+            folder=None if pattern else root,
+        )  # fmt: skip
+        files = only_current(found, uri.shown)
     if not files:
         raise TraceTableError(
             f"{uri.shown}: "
@@ -199,11 +206,17 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
 
 def _current(uri: StoreURI, lake: Lake) -> set[str]:
     """A Delta Lake table's current files (`bucket/key`); any other table refused."""
-    options = _delta_options(uri)
-    if lake.kind != DELTA or options is None:
-        raise refused(lake)
-    try:
-        return current_files(lake, options)
+    options, unknown = _delta_options(uri)
+    if lake.kind == DELTA and unknown:
+        raise lake.refusal(
+            f"deltalake cannot be given the URI's {unknown!r}; export its current version to "
+            "Parquet and evaluate that"
+        )
+    base = _in_store(lake.root)
+    try:  # deltalake decodes the root's path: a `%` in a name is written `%25`
+        return current_files(
+            lake, location=f"{uri.scheme}://{quote(base)}", base=base, options=options
+        )
     except TraceTableError as exc:
         raise TraceTableError(uri.scrubbed(str(exc))) from exc
 
@@ -217,29 +230,37 @@ def _depth(lake: Lake) -> int:
     return len(lake.root)
 
 
-def _delta_options(uri: StoreURI) -> dict[str, str] | None:
-    """`deltalake`'s storage options for the store a URI names; None where it cannot be told.
+_PYARROW_ONLY = ("allow_bucket_creation", "allow_bucket_deletion")
+"""S3 URI options that change only what pyarrow may write: nothing to tell deltalake."""
 
-    S3's credentials, region and endpoint come from the URI, else from the environment, as
-    they do for pyarrow; another store's from the environment only (a URI with options: None).
+
+def _delta_options(uri: StoreURI) -> tuple[dict[str, str], str | None]:
+    """`deltalake`'s storage options for the store a URI names, and an option it cannot be told.
+
+    S3's credentials, region, endpoint and scheme come from the URI, else from the environment,
+    as they do for pyarrow; another store's from the environment only.
     """
     settings = dict(parse_qsl(uri.options))
     options: dict[str, str] = {}
     if uri.scheme != "s3":
-        return None if settings or uri.secret else options
+        return options, next(iter(settings), "credentials" if uri.secret else None)
     if uri.secret:
         key, _, secret = uri.login.partition(":")
         options.update(AWS_ACCESS_KEY_ID=unquote(key), AWS_SECRET_ACCESS_KEY=unquote(secret))
     if region := settings.pop("region", None):
         options["AWS_REGION"] = region
-    if endpoint := settings.pop("endpoint_override", None):
-        scheme = settings.pop("scheme", "https")
-        options["AWS_ENDPOINT_URL"] = endpoint if "://" in endpoint else f"{scheme}://{endpoint}"
-    if settings:
-        return None
-    if options.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT_URL", "")).startswith("http:"):
-        options["AWS_ALLOW_HTTP"] = "true"
-    return options
+    scheme = settings.pop("scheme", None)
+    endpoint = settings.pop("endpoint_override", None) or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        address = endpoint.split("://", 1)[-1]
+        given = endpoint.split("://", 1)[0] if "://" in endpoint else "https"
+        options["AWS_ENDPOINT_URL"] = f"{scheme or given}://{address}"
+        options["AWS_ALLOW_HTTP"] = str(options["AWS_ENDPOINT_URL"].startswith("http:")).lower()
+    if settings.pop("tls_verify_certificates", "true").lower() in ("false", "0"):
+        options["allow_invalid_certificates"] = "true"
+    for name in _PYARROW_ONLY:
+        settings.pop(name, None)
+    return options, next(iter(settings), None)
 
 
 def _below(folder: str, segments: list[str]) -> str:
@@ -251,33 +272,55 @@ def _below(folder: str, segments: list[str]) -> str:
 
 
 def _objects_below(
-    filesystem: pafs.FileSystem, root: str, pattern: list[str] | None = None
-) -> list[str]:
-    """The paths below `root` (relative to it) of the objects not hidden (`.x`, `_x`).
+    filesystem: pafs.FileSystem, root: str, pattern: list[str] | None, scheme: str
+) -> tuple[list[str], list[Lake]]:
+    """The paths below `root` (relative to it) of the objects, hidden ones too, and tables.
 
-    With a glob's `pattern` below `root`, only the folders its segments before the last (and
-    before a `**`) match are listed: a glob over one month of a lake lists that month's
-    partitions, not every year's.
+    The tables are those of a table format in the folders a glob's walk listed. With a glob's
+    `pattern` below `root`, only the folders its segments before the last (and before a `**`)
+    match are listed: a glob over one month of a lake lists that month's partitions, not every
+    year's.
     """
     if not pattern:
-        return _all_below(filesystem, root)
-    reached = [""]
+        return _all_below(filesystem, root), []
+    reached, lakes = [""], []
     for segment in pattern[:-1]:
         if segment == "**":
             break
+        listed = {
+            folder: _listed(filesystem, _below(root, folder.split("/")), recursive=False)
+            for folder in reached
+        }
+        lakes += [
+            lake
+            for folder, infos in listed.items()
+            if (lake := _marked(filesystem, f"{scheme}://{_below(root, folder.split('/'))}", infos))
+        ]
         reached = [
             f"{folder}{info.base_name}/"
-            for folder in reached
-            for info in _listed(filesystem, _below(root, folder.split("/")), recursive=False)
+            for folder, infos in listed.items()
+            for info in infos
             if info.type == pafs.FileType.Directory
             and not hidden(PurePosixPath(info.base_name))
             and fnmatchcase(info.base_name, segment)
         ]
-    return [
+    paths = [
         f"{folder}{path}"
         for folder in reached
         for path in _all_below(filesystem, _below(root, folder.split("/")))
     ]
+    return paths, lakes
+
+
+def _marked(filesystem: pafs.FileSystem, folder: str, infos: list[pafs.FileInfo]) -> Lake | None:
+    """The table at `folder` (a URI), from what listing it gave: a marker folder among them."""
+    for info in infos:
+        kind = MARKERS.get(info.base_name)
+        if kind and info.type == pafs.FileType.Directory:
+            inside = _listed(filesystem, info.path, recursive=False) if kind == ICEBERG else []
+            if kind != ICEBERG or any(iceberg_metadata(i.base_name) for i in inside):
+                return Lake(folder, kind)
+    return None
 
 
 def _all_below(filesystem: pafs.FileSystem, root: str) -> list[str]:
@@ -293,9 +336,7 @@ def _lake_above(filesystem: pafs.FileSystem, root: str, bucket: str, scheme: str
     while str(folder).startswith(bucket.rstrip("/")) and str(folder) not in ("", ".", "/"):
         for name, kind in MARKERS.items():
             listed = _listed(filesystem, str(folder / name), recursive=False)
-            if listed and (kind != MARKERS["metadata"] or lakes_in_listing(
-                str(folder), (f"{name}/{info.base_name}" for info in listed)
-            )):  # fmt: skip
+            if listed and (kind != ICEBERG or any(iceberg_metadata(i.base_name) for i in listed)):
                 return [Lake(f"{scheme}://{folder}", kind)]
         folder = folder.parent
     return []

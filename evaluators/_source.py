@@ -28,7 +28,14 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from plangate.evaluators._globs import HIDDEN_NAMES, hidden, parquet_named, read_with, wildcard
+from plangate.evaluators._globs import (
+    HIDDEN_NAMES,
+    folder_marker,
+    hidden,
+    parquet_named,
+    read_with,
+    wildcard,
+)
 from plangate.evaluators._lakes import current_on_disk
 from plangate.evaluators._object_store import StoreURI, find_objects, local_path
 from plangate.evaluators._types import as_type, castable
@@ -176,7 +183,8 @@ def _find_files(given: str) -> tuple[list[str], str | None, bool]:
         if hidden(match.relative_to(base) if base else match):  # as in a folder
             skipped += 1
             continue
-        matched.update([str(match)] if match.is_file() else _in_folder(match))
+        if not folder_marker(match.name):
+            matched.update([str(match)] if match.is_file() else _in_folder(match))
     if not matched:
         raise TraceTableError(
             f"{given}: matches no file, and no Parquet file (a .parquet name, or one without an "

@@ -26,6 +26,7 @@ from tests.evaluators.test_stream import sorted_scores, traces
 from tests.object_store import ObjectStore, object_store
 
 SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEY"
+UUID = "1b2c3d4e-5f60-4718-9a2b-3c4d5e6f7a8b"
 OLD = traces(24, 2, seed=5)
 NEW = traces(24, 2, seed=6)
 """Two versions of one table: the same sessions and turns, other spans and outcomes."""
@@ -150,7 +151,7 @@ def other_formats(root: Path) -> dict[str, Path]:
     """An Iceberg and a Hudi table's folders, as their writers leave them, with trace files."""
     iceberg, hudi = root / "iceberg", root / "hudi"
     (iceberg / "metadata").mkdir(parents=True)
-    (iceberg / "metadata" / "00001-5c1e.metadata.json").write_text("{}")
+    (iceberg / "metadata" / f"00001-{UUID}.metadata.json").write_text("{}")
     (iceberg / "data").mkdir()
     pq.write_table(NEW, iceberg / "data" / "00000-0-1a2b.parquet")
     (hudi / ".hoodie").mkdir(parents=True)
@@ -164,7 +165,7 @@ def test_iceberg_and_hudi_tables_are_refused(tmp_path: Path) -> None:
     for kind, folder in other_formats(tmp_path).items():
         partition = next(p for p in folder.iterdir() if p.is_dir() and p.name[0] not in "._m")
         for source in (folder, f"{folder}/*/", partition):
-            with pytest.raises(TraceTableError, match=f"^{folder}: a {kind} table") as caught:
+            with pytest.raises(TraceTableError, match=f"^{folder}: an? {kind} table") as caught:
                 trace_source(source)
             assert "export its current version to Parquet" in str(caught.value)
         named = next(folder.rglob("*.parquet"))
@@ -211,5 +212,72 @@ def test_other_table_formats_in_a_bucket_are_refused(store: ObjectStore, tmp_pat
         prefix = store.upload(folder, f"formats/{folder.name}")
         partition = next(p for p in folder.iterdir() if p.is_dir() and p.name[0] not in "._m")
         for source in (prefix, f"{prefix}/*/", f"{prefix}/{partition.name}/"):
-            with pytest.raises(TraceTableError, match=f"^{prefix}: a {kind} table"):
+            with pytest.raises(TraceTableError, match=f"^{prefix}: an? {kind} table"):
                 trace_source(source)
+
+
+def with_variants(table: pa.Table, values: list[str]) -> pa.Table:
+    """Each session's spans under one of `values` as their variant."""
+    sessions = table["session_id"].to_pylist()
+    number = {s: n for n, s in enumerate(sorted(set(sessions)))}
+    variants = [values[number[s] % len(values)] for s in sessions]
+    return table.set_column(table.schema.get_field_index("variant"), "variant", pa.array(variants))
+
+
+def test_partition_values_delta_escapes_are_read(tmp_path: Path) -> None:
+    """`variant=a%20b/` on disk, `variant=a%2520b/` in the log: the folder's value is `a b`."""
+    values = ["a b", "x%41y", "2026-11-30 10:00", "k=v", "é", "plain"]
+    old, new = with_variants(OLD, values), with_variants(NEW, values)
+    write_deltalake(tmp_path / "delta", old, partition_by=["variant"])
+    write_deltalake(tmp_path / "delta", new, partition_by=["variant"], mode="overwrite")
+    read = pa.concat_tables(session_batches(tmp_path / "delta"))
+    assert sorted(read["variant"].to_pylist()) == sorted(new["variant"].to_pylist())
+
+
+def test_links_and_a_table_the_folder_holds_whole(tmp_path: Path) -> None:
+    delta_table(tmp_path / "real" / "delta")
+    (tmp_path / "lake" / "plain").mkdir(parents=True)
+    pq.write_table(NEW, tmp_path / "lake" / "plain" / "part-0.parquet")
+    (tmp_path / "lake" / "linked").symlink_to(tmp_path / "real" / "delta")
+    assert trace_source(tmp_path / "lake").rows == 2 * NEW.num_rows
+    assert trace_source(tmp_path / "lake" / "linked").rows == NEW.num_rows
+    gone = Path(DeltaTable(tmp_path / "real" / "delta").file_uris()[0])
+    gone.unlink()  # a file of the current version removed by hand
+    with pytest.raises(TraceTableError, match=f"current version holds {gone}.*is not there"):
+        trace_source(tmp_path / "real" / "delta")
+
+
+def test_a_metadata_folder_of_other_files_is_no_iceberg_table(tmp_path: Path) -> None:
+    (tmp_path / "metadata").mkdir()
+    (tmp_path / "metadata" / "run-42.metadata.json").write_text("{}")
+    (tmp_path / "runs" / "traces").mkdir(parents=True)
+    pq.write_table(NEW, tmp_path / "runs" / "traces" / "part-0.parquet")
+    assert trace_source(tmp_path / "runs" / "traces").rows == NEW.num_rows
+
+
+def test_globs_into_tables_in_a_bucket(store: ObjectStore, tmp_path: Path) -> None:
+    """Tables below a glob's fixed part: found in the folders its walk lists."""
+    for name in ("a", "b"):
+        delta_table(tmp_path / "two" / name)
+    other_formats(tmp_path / "formats")
+    uri = store.upload(tmp_path / "two", "two")
+    for source in (uri, f"{uri}/*/", f"{uri}/*/variant=*/*.parquet"):
+        assert trace_source(source).rows == 2 * NEW.num_rows, source
+    formats = store.upload(tmp_path / "formats", "formats")
+    with pytest.raises(TraceTableError, match="an Apache Iceberg table"):
+        trace_source(f"{formats}/*/data/*.parquet")
+
+
+def test_hadoop_folder_objects_and_uri_options(store: ObjectStore, tmp_path: Path) -> None:
+    """EMRFS's `x_$folder$` objects are not read; pyarrow's options reach deltalake too."""
+    folder = tmp_path / "warehouse" / "date=2026-11-30"
+    folder.mkdir(parents=True)
+    pq.write_table(NEW, folder / "000000_0")
+    (tmp_path / "warehouse" / "date=2026-11-30_$folder$").write_bytes(b"")
+    uri = store.upload(tmp_path / "warehouse", "warehouse")
+    for source in (uri, f"{uri}/date=*"):
+        assert trace_source(source).rows == NEW.num_rows, source
+    delta_table(tmp_path / "delta")
+    uri = store.upload(tmp_path / "delta", "options")
+    for options in ("scheme=http", "allow_bucket_creation=false&region=eu-west-1"):
+        assert trace_source(f"{uri}/?{options}").rows == NEW.num_rows, options
