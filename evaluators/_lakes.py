@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlparse
 
@@ -68,17 +69,17 @@ class Found:
     current: Callable[[Lake], set[str]]
     """A Delta Lake table's current files, in `key`'s form (any other table refused)."""
     key: Callable[[str], str]
-    """A file, or a table's root, in the form `current` gives the files."""
-    folder: str | None
-    """The folder named (in `key`'s form), or None for a glob: a table inside it is whole."""
+    """A file in the form `current` gives the files."""
+    named: Callable[[str], bool]
+    """Whether a file in `key`'s form is one the folder or glob named reads, if it is there."""
 
 
 def only_current(found: Found, given: str) -> list[str]:
     """The files to read: those in no table, and those a Delta Lake table's current version holds.
 
     Raises:
-        TraceTableError: A table refused; none of the files kept; a table the folder holds
-            whole whose current version names a file that is not there.
+        TraceTableError: A table refused; a file of a table's current version that what was
+            named would read, not there; none of the files kept.
     """
     lakes = sorted({lake for lake in found.lakes.values() if lake}, key=lambda lake: lake.root)
     if not lakes:
@@ -87,9 +88,7 @@ def only_current(found: Found, given: str) -> list[str]:
     keys = {f: found.key(f) for f in found.files}
     seen = set(keys.values())
     for lake in lakes:
-        root = found.key(lake.root)
-        whole = found.folder is not None and f"{root}/".startswith(f"{found.folder}/")
-        if whole and (missing := sorted(versions[lake] - seen)):
+        if missing := sorted(f for f in versions[lake] - seen if found.named(f)):
             raise lake.refusal(
                 f"its current version holds {missing[0]} ({len(missing)} such files), which "
                 "is not there: removed by hand, or not copied yet; restore it or export the "
@@ -97,23 +96,31 @@ def only_current(found: Found, given: str) -> list[str]:
             )
     kept = [f for f in found.files if not (at := found.lakes[f]) or keys[f] in versions[at]]
     if not kept:
+        empty = not any(versions.values())
         raise lakes[0].refusal(
-            f"none of the {len(found.files)} files {given} names is in its current version"
+            "its current version holds no file: the table is empty"
+            if empty
+            else f"none of the {len(found.files)} files {given} names is in its current version"
         )
     return kept
 
 
-def current_on_disk(files: Sequence[str], given: str) -> list[str]:
+def current_on_disk(files: Sequence[str], given: str, named: Callable[[str], bool]) -> list[str]:
     """The files to read of those a folder or a glob found on disk (see `only_current`).
 
-    Paths are compared with their links resolved, as `deltalake` resolves the table's root.
+    Paths are compared with their links resolved, as `deltalake` resolves the table's root;
+    `named` tells whether what `given` names reads a file (a path).
     """
     folder = os.path.realpath(given) if os.path.isdir(given) else None
     found = Found(
         files=files, lakes=_lakes_of(files), current=_current_on_disk, key=os.path.realpath,
-        folder=folder,
+        named=partial(_named, folder, named),
     )  # fmt: skip
     return only_current(found, given)
+
+
+def _named(folder: str | None, named: Callable[[str], bool], path: str) -> bool:
+    return path.startswith(f"{folder}/") if folder else named(path)
 
 
 def _current_on_disk(lake: Lake) -> set[str]:

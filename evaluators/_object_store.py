@@ -191,7 +191,7 @@ def find_objects(uri: StoreURI) -> tuple[pafs.FileSystem, list[str], str | None,
         }
         found = Found(
             files=files, lakes=nearest, current=partial(_current, uri), key=_in_store,
-            folder=None if pattern else root,
+            named=partial(_named, root, pattern, folders_only),
         )  # fmt: skip
         files = only_current(found, uri.shown)
     if not files:
@@ -221,6 +221,14 @@ def _current(uri: StoreURI, lake: Lake) -> set[str]:
         raise TraceTableError(uri.scrubbed(str(exc))) from exc
 
 
+def _named(root: str, pattern: list[str] | None, folders_only: bool, key: str) -> bool:
+    """Whether an object (`bucket/key`) is one a prefix or glob below `root` reads."""
+    if not key.startswith(f"{root.rstrip('/')}/"):
+        return False
+    parts = PurePosixPath(key[len(root.rstrip("/")) + 1 :]).parts
+    return not hidden(PurePosixPath(*parts)) and read_with(parts, pattern, folders_only)
+
+
 def _in_store(uri: str) -> str:
     """An object's URI as `current_files` gives it: `bucket/key`."""
     return uri.partition("://")[2]
@@ -243,6 +251,7 @@ def _delta_options(uri: StoreURI) -> tuple[dict[str, str], str | None]:
     settings = dict(parse_qsl(uri.options))
     options: dict[str, str] = {}
     if uri.scheme != "s3":
+        settings.pop("retry_limit_seconds", None)  # how long pyarrow's GCS client retries
         return options, next(iter(settings), "credentials" if uri.secret else None)
     if uri.secret:
         key, _, secret = uri.login.partition(":")
@@ -250,7 +259,9 @@ def _delta_options(uri: StoreURI) -> tuple[dict[str, str], str | None]:
     if region := settings.pop("region", None):
         options["AWS_REGION"] = region
     scheme = settings.pop("scheme", None)
-    endpoint = settings.pop("endpoint_override", None) or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = settings.pop("endpoint_override", None) or next(
+        filter(None, map(os.environ.get, ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"))), None
+    )  # the service's own variable first, as the AWS SDKs read them
     if endpoint:
         address = endpoint.split("://", 1)[-1]
         given = endpoint.split("://", 1)[0] if "://" in endpoint else "https"

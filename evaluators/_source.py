@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
@@ -54,11 +55,14 @@ from plangate.replay.schema import (
     TraceTableError,
     attribute_columns,
     first_line,
+    kind_codes,
     missing_columns,
     other_types,
     validate_table,
 )
 
+PARQUET_MAGIC = b"PAR1"
+"""How a Parquet file begins (and ends)."""
 READ_ROWS = 65_536
 """Rows read from a file at a time."""
 TRACE_COLUMNS = tuple(SCHEMA.names)
@@ -110,19 +114,29 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
     else:
         files, base, single = _find_files(given)
         if not single:
-            files = current_on_disk(files, given)
+            files = current_on_disk(files, given, partial(would_read, given))
     found = TraceSource(
         given=given, files=tuple(files), rows=0, constants=(), single_file=single,
         filesystem=filesystem,
     )  # fmt: skip
     footers = _footers(found)
+    if not single:  # an extensionless file that is no Parquet at all (a README) is not read
+        kept = [n for n, footer in enumerate(footers) if footer is not None]
+        files = [files[n] for n in kept]
+        footers = [footers[n] for n in kept]
+        if not files:
+            raise TraceTableError(f"{given}: no Parquet file found; expected a trace table")
+        found = replace(found, files=tuple(files))
+    if not (single or filesystem):  # on disk, from where the glob begins (`*.parquet`: here)
+        base = os.path.abspath(base or ".")
     base = _above_partitions(base)
     keys = [_hive_keys(os.path.relpath(found.opened(p), base)) if base else {} for p in files]
+    footers_read = [footer for footer in footers if footer is not None]
     constants = tuple(
         _checked_columns(path, schema, key)
-        for path, (schema, _), key in zip(found.files, footers, keys, strict=True)
+        for path, (schema, _), key in zip(found.files, footers_read, keys, strict=True)
     )
-    rows = sum(count for _, count in footers)
+    rows = sum(count for _, count in footers_read)
     return replace(found, rows=rows, constants=constants)
 
 
@@ -144,13 +158,14 @@ def _hive_keys(relative: str) -> dict[str, str | None]:
     """The Hive partition folders (`key=value`) of a file's path below its source's folder.
 
     The values stay text, percent-decoded, until their trace column's type reads them
-    (`variant=007` is "007"); `__HIVE_DEFAULT_PARTITION__` is null.
+    (`variant=007` is "007"); `__HIVE_DEFAULT_PARTITION__` is null, and so is an empty value
+    (`variant=`, as Delta Lake writes a null and Spark reads an empty one).
     """
     keys: dict[str, str | None] = {}
     for folder in PurePosixPath(relative).parts[:-1]:
         key, equals, value = folder.partition("=")
         if equals:
-            keys[key] = None if value == _HIVE_NULL else unquote(value)
+            keys[key] = None if value in (_HIVE_NULL, "") else unquote(value)
     return keys
 
 
@@ -243,8 +258,12 @@ def _glob_base(pattern: str) -> str | None:
     return str(Path(*parts[:fixed])) if fixed else None
 
 
-def _footers(source: TraceSource) -> list[tuple[pa.Schema, int]]:
-    """Each file's schema and rows, from its footer (from object storage, several at once)."""
+def _footers(source: TraceSource) -> list[tuple[pa.Schema, int] | None]:
+    """Each file's schema and rows, from its footer (from object storage, several at once).
+
+    None for a file without an extension that does not begin as Parquet does (a `README`);
+    one that does (a damaged Parquet file) is an error, as any other.
+    """
     if source.filesystem is None:
         return [_footer(source, path) for path in source.files]
     with ThreadPoolExecutor(_FOOTERS_AT_ONCE) as pool:
@@ -256,11 +275,14 @@ def _footers(source: TraceSource) -> list[tuple[pa.Schema, int]]:
                 read.cancel()
 
 
-def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
+def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int] | None:
     try:
         metadata = pq.read_metadata(source.opened(path), filesystem=source.filesystem)
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowException, OSError, ValueError) as exc:
+        unnamed = not source.single_file and "." not in PurePosixPath(path).name
+        if unnamed and _begins(source, path) != PARQUET_MAGIC:
+            return None
         raise TraceTableError(
             f"{path}: not a readable Parquet file ({first_line(exc)}); expected a trace table"
         ) from exc
@@ -271,6 +293,16 @@ def _footer(source: TraceSource, path: str) -> tuple[pa.Schema, int]:
             f"understands ({SCHEMA_VERSION}); upgrade plangate"
         )
     return schema, metadata.num_rows
+
+
+def _begins(source: TraceSource, path: str) -> bytes:
+    """A file's first four bytes (fewer for a shorter file; none for one that cannot be read)."""
+    filesystem = source.filesystem or pafs.LocalFileSystem()
+    try:
+        with filesystem.open_input_stream(source.opened(path)) as stream:
+            return bytes(stream.read(len(PARQUET_MAGIC)))
+    except (pa.ArrowException, OSError):
+        return b""
 
 
 def _checked_columns(path: str, schema: pa.Schema, keys: dict[str, Any]) -> dict[str, Any]:
@@ -405,7 +437,8 @@ def agent_spans(source: str | Path | TraceSource) -> pa.Table:
     """
     kept = []
     for path, offset, chunk in chunks(trace_source(source), TURN_SPAN_COLUMNS):
-        agents = pc.fill_null(pc.equal(chunk[SPAN_KIND], "AGENT"), False)
+        kind_codes(chunk, path, first_row=offset)  # a kind not OpenInference's is named
+        agents = pc.equal(chunk[SPAN_KIND], "AGENT")
         for name in TURN_SPAN_COLUMNS[:-1]:
             if pc.any(hole := pc.and_(agents, pc.is_null(chunk[name]))).as_py():
                 row = offset + int(pc.index(hole, True).as_py())

@@ -306,14 +306,14 @@ def validate_table(
         if not SCHEMA.field(name).nullable and table.column(name).null_count:
             row = first_row + table.column(name).to_pylist().index(None)
             raise TraceTableError(f"{where}: row {row}, column {name!r} is null; it is required")
-    kinds = _kind_codes(table, where, first_row)
+    kinds = kind_codes(table, where, first_row)
     changes = _changes(table, STATUS_CODE)
     _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=changes, first_row=first_row)
     _check_unique_spans(table, where, first_row)
     return kinds
 
 
-def _kind_codes(table: pa.Table, where: str, first_row: int = 0) -> npt.NDArray[np.int8]:
+def kind_codes(table: pa.Table, where: str, first_row: int = 0) -> npt.NDArray[np.int8]:
     """Each row's span kind as an index into `SPAN_KIND_CODES`; a kind not there is an error."""
     kinds = table.column(SPAN_KIND)
     if not len(kinds):

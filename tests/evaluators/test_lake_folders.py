@@ -15,6 +15,7 @@ from pathlib import Path
 from unittest import mock
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -60,8 +61,11 @@ def test_files_without_an_extension_are_read_as_hive_writes_them(tmp_path: Path)
         expected = table if "0*" not in str(source) else table.slice(0, 200)
         assert found.rows == expected.num_rows, source
         assert pa.concat_tables(session_batches(found)).equals(expected)
-    (tmp_path / "hive" / "date=2026-11-30" / "LICENSE").write_text("MIT")
-    with pytest.raises(TraceTableError, match=r"LICENSE: not a readable Parquet file"):
+    (tmp_path / "hive" / "date=2026-11-30" / "LICENSE").write_text("MIT")  # no Parquet: not read
+    assert trace_source(tmp_path / "hive").rows == table.num_rows
+    cut = (tmp_path / "hive" / "date=2026-11-30" / "000000_0").read_bytes()[:-100]
+    (tmp_path / "hive" / "date=2026-11-30" / "000001_0").write_bytes(cut)  # Parquet, damaged
+    with pytest.raises(TraceTableError, match=r"000001_0: not a readable Parquet file"):
         trace_source(tmp_path / "hive")
 
 
@@ -243,8 +247,27 @@ def test_links_and_a_table_the_folder_holds_whole(tmp_path: Path) -> None:
     assert trace_source(tmp_path / "lake" / "linked").rows == NEW.num_rows
     gone = Path(DeltaTable(tmp_path / "real" / "delta").file_uris()[0])
     gone.unlink()  # a file of the current version removed by hand
-    with pytest.raises(TraceTableError, match=f"current version holds {gone}.*is not there"):
-        trace_source(tmp_path / "real" / "delta")
+    for source in (tmp_path / "real" / "delta", gone.parent, f"{tmp_path}/real/delta/*/"):
+        with pytest.raises(TraceTableError, match=f"current version holds {gone}.*is not there"):
+            trace_source(source)
+
+
+def test_an_empty_table_and_an_empty_partition_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    delta_table(tmp_path / "delta")
+    DeltaTable(tmp_path / "delta").delete()
+    with pytest.raises(TraceTableError, match="current version holds no file: the table is empty"):
+        trace_source(tmp_path / "delta")
+    values = with_variants(NEW, ["", "x"])
+    write_deltalake(tmp_path / "blank", values, partition_by=["variant"])
+    read = pa.concat_tables(session_batches(tmp_path / "blank"))
+    assert sorted(read["variant"].to_pylist(), key=str) == sorted(
+        [None if v == "" else v for v in values["variant"].to_pylist()], key=str
+    )  # `variant=/`: null, as the log says
+    monkeypatch.chdir(next((tmp_path / "blank").glob("variant=x")))
+    for source in (".", "./", "*.parquet"):  # a partition named as `.` keeps its key
+        assert set(pa.concat_tables(session_batches(source))["variant"].to_pylist()) == {"x"}
 
 
 def test_a_metadata_folder_of_other_files_is_no_iceberg_table(tmp_path: Path) -> None:
@@ -281,3 +304,15 @@ def test_hadoop_folder_objects_and_uri_options(store: ObjectStore, tmp_path: Pat
     uri = store.upload(tmp_path / "delta", "options")
     for options in ("scheme=http", "allow_bucket_creation=false&region=eu-west-1"):
         assert trace_source(f"{uri}/?{options}").rows == NEW.num_rows, options
+    with mock.patch.dict(os.environ):  # the S3 service's own endpoint variable
+        os.environ["AWS_ENDPOINT_URL_S3"] = os.environ.pop("AWS_ENDPOINT_URL")
+        assert trace_source(uri).rows == NEW.num_rows
+    gone = next(f for f in store.filesystem.get_file_info(
+        pafs.FileSelector("lake/options", recursive=True)
+    ) if f.path.endswith(".parquet") and f.path.split("/")[-1] in str(
+        DeltaTable(tmp_path / "delta").file_uris()
+    ))  # fmt: skip
+    store.filesystem.delete_file(gone.path)
+    for source in (uri, f"{uri}/variant=*/"):
+        with pytest.raises(TraceTableError, match="current version holds lake/options/"):
+            trace_source(source)

@@ -279,6 +279,11 @@ def test_a_turns_span_without_its_ids_is_named_by_file_and_row(tmp_path: Path) -
     message = f"h: row {kinds.index('AGENT')}: the AGENT span's trace_id is null"
     with pytest.raises(TraceTableError, match=message):
         agent_spans(tmp_path / "lake")
+    lower = pa.array([kind.lower() for kind in kinds])  # no AGENT row left: every turn unmatched
+    column = spans.schema.get_field_index("span_kind")
+    pq.write_table(spans.set_column(column, "span_kind", lower), tmp_path / "lake" / "h")
+    with pytest.raises(TraceTableError, match=r"h: row 0, column 'span_kind' is '\w+'; allowed"):
+        agent_spans(tmp_path / "lake")
 
 
 def test_the_command_annotates_and_lists_failing_turns_with_links(
