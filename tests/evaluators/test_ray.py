@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from deltalake import write_deltalake
 
 from plangate.evaluators import (
     SCORE_SCHEMA,
@@ -195,6 +196,18 @@ def test_a_bucket_is_read_by_the_workers_as_locally(local_ray: Any, hive: Path) 
         uri = store.upload(hive, "traces").replace("s3://", "s3://test:test@")
         actual = pa.concat_tables(score_batches(uri, engine="ray")).sort_by(ORDER).to_pylist()
     assert actual == locally(hive)
+
+
+def test_a_delta_table_is_read_as_its_current_version_as_locally(
+    local_ray: Any, tmp_path: Path
+) -> None:
+    """Written twice: the first version's files, still there, would be every span twice."""
+    table, _ = synthetic_table(40, 3, 5)
+    for mode in ("error", "overwrite"):
+        write_deltalake(tmp_path / "delta", table, partition_by=["source"], mode=mode)
+    actual = pa.concat_tables(score_batches(tmp_path / "delta", engine="ray"))
+    assert actual.sort_by(ORDER).to_pylist() == locally(tmp_path / "delta")
+    assert actual.num_rows == evaluate(table).num_rows
 
 
 @pytest.fixture(scope="module")
