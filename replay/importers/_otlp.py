@@ -117,8 +117,12 @@ def otlp_json_from_spans(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     return request
 
 
-def _requests(path: Path) -> list[tuple[str, Any]]:
-    """The requests in a file, each with where it came from (the file, and the line)."""
+def _requests(path: Path) -> Iterator[tuple[str, Any]]:
+    """The requests in a file, each with where it came from (the file, and the line).
+
+    JSON Lines are parsed one line at a time, as they are read: a collector's file holds a
+    request per line, and parsing them all first held every line's objects at once.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -126,24 +130,27 @@ def _requests(path: Path) -> list[tuple[str, Any]]:
     if not text.strip():
         raise TraceTableError(f"{path}: the file is empty; expected OTLP JSON")
     try:
-        return [(str(path), json.loads(text))]
-    except (json.JSONDecodeError, RecursionError) as whole:
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-        if not _parses(lines[0][1]):
+        whole = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        if not _parses(next(line for line in text.splitlines() if line.strip())):
             raise TraceTableError(
-                f"{path}: not JSON ({json_problem(whole)}); "
+                f"{path}: not JSON ({json_problem(error)}); "
                 "expected an OTLP ExportTraceServiceRequest, or one per line"
-            ) from whole
-    requests = []
-    for number, line in lines:
+            ) from error
+    else:
+        yield str(path), whole
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            requests.append((f"{path}, line {number}", json.loads(line)))
+            request = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:
             raise TraceTableError(
                 f"{path}, line {number}: not JSON ({json_problem(exc)}); "
                 "expected one OTLP ExportTraceServiceRequest per line"
             ) from exc
-    return requests
+        yield f"{path}, line {number}", request
 
 
 def _parses(text: str) -> bool:
