@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Set
+from functools import lru_cache
 from itertools import groupby
 from typing import Any, Literal
 
@@ -292,8 +293,12 @@ def _rest_json(attributes: Mapping[str, Any], kind: str, mapped: Set[str] = MAPP
     return as_json(rest) if rest else None
 
 
+@lru_cache(maxsize=4096)
 def is_json_valued(key: str) -> bool:
-    """Whether an attribute holds a JSON object as text (`metadata`, `tool.parameters`, …)."""
+    """Whether an attribute holds a JSON object as text (`metadata`, `tool.parameters`, …).
+
+    Asked of every attribute of every span, of a few hundred names: each is answered once.
+    """
     return any(key == name or key.endswith(f".{name}") for name in JSON_VALUED)
 
 
