@@ -18,6 +18,7 @@ from tests.bench import (
     bench_endpoint,
     bench_evaluators,
     bench_gate,
+    bench_import_memory,
     bench_imports,
     bench_loop,
     bench_peers,
@@ -203,6 +204,8 @@ def main() -> None:
     console.print(bench_endpoint.table(endpoint))
     receiver = bench_receiver.run_all()
     console.print(bench_receiver.table(receiver))
+    import_memory = bench_import_memory.run_all()
+    console.print(bench_import_memory.table(import_memory))
     replays = asyncio.run(bench_replay.measure())
     console.print(bench_replay.table(replays))
     write(
@@ -220,6 +223,7 @@ def main() -> None:
             "peers": [r.as_dict() for r in peers],
             "stream": [r.as_dict() for r in streamed],
             "ray": [r.as_dict() for r in on_ray],
+            "import_memory": [r.as_dict() for r in import_memory],
         },
     )
     console.print(f"written to {OUT}")
