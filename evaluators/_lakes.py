@@ -170,12 +170,16 @@ def lakes_in_listing(root: str, paths: Iterable[str]) -> list[Lake]:
     return list(lakes.values())
 
 
+_KEEPS_OLD = (
+    "its folders keep the files of earlier versions, rows it has since replaced or deleted "
+    "among them"
+)
+"""Why a table format's folder is not read as plain Parquet."""
+
+
 def refused(lake: Lake) -> TraceTableError:
     """Why a table format's table is not read as a folder of Parquet."""
-    return lake.refusal(
-        "its folders keep the files of earlier versions, rows it has since replaced or deleted "
-        "among them; export its current version to Parquet and evaluate that"
-    )
+    return lake.refusal(f"{_KEEPS_OLD}; export its current version to Parquet and evaluate that")
 
 
 def current_files(
@@ -197,9 +201,8 @@ def current_files(
         from deltalake.exceptions import DeltaError
     except ImportError:
         raise lake.refusal(
-            "its folders keep the files of earlier versions, rows it has since replaced or "
-            "deleted among them; install plangate[delta] to read its current version's files "
-            "only, or export that version to Parquet"
+            f"{_KEEPS_OLD}; install plangate[delta] to read its current version's files only, "
+            "or export that version to Parquet"
         ) from None
     try:
         table = DeltaTable(location, storage_options=options)

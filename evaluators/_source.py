@@ -119,24 +119,22 @@ def trace_source(source: str | Path | TraceSource) -> TraceSource:
         given=given, files=tuple(files), rows=0, constants=(), single_file=single,
         filesystem=filesystem,
     )  # fmt: skip
-    footers = _footers(found)
-    if not single:  # an extensionless file that is no Parquet at all (a README) is not read
-        kept = [n for n, footer in enumerate(footers) if footer is not None]
-        files = [files[n] for n in kept]
-        footers = [footers[n] for n in kept]
-        if not files:
-            raise TraceTableError(f"{given}: no Parquet file found; expected a trace table")
-        found = replace(found, files=tuple(files))
+    # an extensionless file that is no Parquet at all (a README) has no footer: not read
+    read = [(path, f) for path, f in zip(files, _footers(found), strict=True) if f is not None]
+    if not read:
+        raise TraceTableError(f"{given}: no Parquet file found; expected a trace table")
+    files = [path for path, _ in read]
+    footers = [footer for _, footer in read]
+    found = replace(found, files=tuple(files))
     if not (single or filesystem):  # on disk, from where the glob begins (`*.parquet`: here)
         base = os.path.abspath(base or ".")
     base = _above_partitions(base)
     keys = [_hive_keys(os.path.relpath(found.opened(p), base)) if base else {} for p in files]
-    footers_read = [footer for footer in footers if footer is not None]
     constants = tuple(
         _checked_columns(path, schema, key)
-        for path, (schema, _), key in zip(found.files, footers_read, keys, strict=True)
+        for path, (schema, _), key in zip(found.files, footers, keys, strict=True)
     )
-    rows = sum(count for _, count in footers_read)
+    rows = sum(count for _, count in footers)
     return replace(found, rows=rows, constants=constants)
 
 
