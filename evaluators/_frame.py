@@ -7,7 +7,10 @@ turn order, as importers and the harness write them, is not copied at all.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,6 +32,9 @@ from plangate.replay.schema import (
 
 Ints = npt.NDArray[np.int64]
 T = TypeVar("T")
+BESIDE_ROWS = 20_000
+"""Rows from which `prepare` and `evaluate` use a second thread: below, starting it costs more
+than it saves."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,15 +88,20 @@ class TraceFrame:
     order of the table (importers write spans in trajectory order).
     """
 
-    def __init__(self, table: pa.Table, kinds: npt.NDArray[np.int8]) -> None:
+    def __init__(
+        self,
+        table: pa.Table,
+        kinds: npt.NDArray[np.int8],
+        order: tuple[Ints | None, Ints, Ints] | None = None,
+    ) -> None:
         self.table = table
         """The validated table, in its own order."""
-        self._columns: dict[str, pa.Array] = {}
-        self._codes: dict[str, tuple[Ints, pa.Array]] = {}
         self._kept: dict[str, Any] = {}
-        self.order, self.turn, turn_starts = _turn_order(table)
+        self._computing: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.order, self.turn, turn_starts = order or _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
-        `turn`: each position's turn number."""
+        `turn`: each position's turn number (`order`, what `_turn_order` gives, when known)."""
         kind = kinds if self.order is None else kinds[self.order]
         self.kind = kind
         """Each position's kind: an index into `SPAN_KIND_CODES` (0 AGENT, 1 LLM, 2 TOOL, ...)."""
@@ -112,33 +123,40 @@ class TraceFrame:
 
     def column(self, name: str) -> pa.Array:
         """A whole column in turn order (taken once, then kept)."""
-        if name not in self._columns:
+
+        def ordered() -> pa.Array:
             column = _whole(self.table.column(name))
-            self._columns[name] = column if self.order is None else column.take(self.order)
-        return self._columns[name]
+            return column if self.order is None else column.take(self.order)
+
+        return self.kept(f"column {name}", ordered)
 
     def codes(self, name: str) -> tuple[Ints, pa.Array]:
         """A column as codes into its distinct values, in turn order (-1: null); kept.
 
         The table's column is encoded where it lies: only the codes are put in turn order.
         """
-        if name not in self._codes:
+
+        def encoded() -> tuple[Ints, pa.Array]:
             if self.empty(name):
-                self._codes[name] = constant(-1, len(self), np.int64), pa.array([], pa.string())
-                return self._codes[name]
+                return constant(-1, len(self), np.int64), pa.array([], pa.string())
             codes, distinct = _encoded(_whole(self.table.column(name)))
-            ordered = codes if self.order is None else codes[self.order]
-            self._codes[name] = ordered, distinct
-        return self._codes[name]
+            return codes if self.order is None else codes[self.order], distinct
+
+        return self.kept(f"codes {name}", encoded)
 
     def kept(self, key: str, compute: Callable[[], T]) -> T:
         """What `compute` gives, computed once for this frame.
 
         Evaluators that read the same thing share it: `tokens` and `cost` the model calls'
-        usage (counts, costs, models and providers per call and per turn).
+        usage (counts, costs, models and providers per call and per turn). Evaluators that run
+        at once (`evaluate`, on threads) wait for the one computing it.
         """
         if key not in self._kept:
-            self._kept[key] = compute()
+            with self._guard:
+                computing = self._computing.setdefault(key, threading.Lock())
+            with computing:
+                if key not in self._kept:
+                    self._kept[key] = compute()
         return self._kept[key]  # type: ignore[no-any-return]
 
     def empty(self, name: str) -> bool:
@@ -194,9 +212,32 @@ class TraceFrame:
 
 
 def prepare(table: pa.Table) -> TraceFrame:
-    """Validate a trace table and prepare its frame (a table of an older schema upgraded)."""
+    """Validate a trace table and prepare its frame (a table of an older schema upgraded).
+
+    On a large table, the checks run on a second thread while this one puts the rows in turn
+    order (NumPy and Arrow let go of the GIL); a table that fails a check gets that error.
+    """
     table = upgrade_table(table)
-    return TraceFrame(table, validate_table(table))
+    if not two_threads(table.num_rows):
+        return TraceFrame(table, validate_table(table))
+    with ThreadPoolExecutor(1) as beside:  # a pool of its own: safe in a forked process
+        checked = beside.submit(validate_table, table)
+        try:
+            order = _turn_order(table)
+        except Exception:
+            checked.result()  # the table's own error first
+            raise
+        return TraceFrame(table, checked.result(), order)
+
+
+def two_threads(rows: int) -> bool:
+    """Whether work on `rows` spans may take a second thread.
+
+    It may on a large table, where the process may use two threads: `OMP_NUM_THREADS` unset or
+    above 1 (Ray sets it to 1 in a one-CPU task; BLAS and OpenMP read it too).
+    """
+    allowed = os.environ.get("OMP_NUM_THREADS", "")
+    return rows >= BESIDE_ROWS and not (allowed.isdigit() and int(allowed) < 2)
 
 
 def _turn_order(table: pa.Table) -> tuple[Ints | None, Ints, Ints]:

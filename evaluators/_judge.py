@@ -60,7 +60,7 @@ class Verdict:
     reason: str
 
 
-@evaluator("judge", version=1)
+@evaluator("judge", version=1, asks=True)
 def judge(
     frame: TraceFrame,
     rubrics: RubricSet,

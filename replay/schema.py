@@ -57,7 +57,8 @@ from plangate.replay._attribute_fields import json_object as json_object
 from plangate.replay._attribute_fields import recorded_dollars as recorded_dollars
 from plangate.replay._column_text import missing_columns as missing_columns
 from plangate.replay._column_text import other_types as other_types
-from plangate.replay._fingerprint import surely_distinct
+from plangate.replay._span_ids import SPAN_ONCE as SPAN_ONCE
+from plangate.replay._span_ids import check_unique_spans as check_unique_spans
 from plangate.replay._table_errors import DuplicateSpanError as DuplicateSpanError
 from plangate.replay._table_errors import TraceTableError as TraceTableError
 
@@ -309,7 +310,7 @@ def validate_table(
     kinds = kind_codes(table, where, first_row)
     changes = _changes(table, STATUS_CODE)
     _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=changes, first_row=first_row)
-    _check_unique_spans(table, where, first_row)
+    check_unique_spans(table.column(TRACE_ID), table.column(SPAN_ID), where, first_row)
     return kinds
 
 
@@ -374,35 +375,6 @@ def _not_allowed(
         f"{where}: row {first_row + row}, column {column!r} is {value!r}; "
         f"allowed: {', '.join(sorted(allowed))}"
     )
-
-
-SPAN_ONCE = "a span is one row: drop the copy (a file given twice, or spans exported twice)"
-"""What to do about two rows of one span."""
-
-
-def _check_unique_spans(table: pa.Table, where: str, first_row: int = 0) -> None:
-    span_ids = _one_chunk(table.column(SPAN_ID))
-    if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
-        return
-    spans = span_ids.dictionary_encode()
-    if len(spans.dictionary) == len(spans):
-        return
-    traces = table.column(TRACE_ID).combine_chunks().dictionary_encode()
-    pairs = np.asarray(traces.indices, np.int64) * len(spans.dictionary) + np.asarray(
-        spans.indices, np.int64
-    )
-    if len(np.unique(pairs)) == len(pairs):
-        return
-    keys = zip(table.column(TRACE_ID).to_pylist(), table.column(SPAN_ID).to_pylist(), strict=True)
-    seen: dict[tuple[str, str], int] = {}
-    for index, key in enumerate(keys):
-        if key in seen:
-            raise DuplicateSpanError(
-                f"{where}: rows {first_row + seen[key]} and {first_row + index} have the same "
-                f"trace_id/span_id {'/'.join(key)!r}; {SPAN_ONCE}",
-                key,
-            )
-        seen[key] = index
 
 
 def _one_chunk(column: pa.ChunkedArray) -> pa.Array:

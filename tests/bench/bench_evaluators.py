@@ -6,7 +6,9 @@ detector pays), preparing the evaluators' frame, each evaluator, and all of them
 them on a 100-turn table (4,100 spans), the size CI scores all day, where fixed costs are all
 there is; then all of them on production-shaped spans (`MESSAGES` messages in each model call's
 attributes, as OpenInference writes them, every text its own), which the targets are not set
-on. Whole-table timings with `perf_counter`, best of a few repeats.
+on. Whole-table timings with `perf_counter`, best of a few repeats. On a table of
+`BESIDE_ROWS` spans or more, `evaluate` uses the machine's second core: the checks beside the
+grouping by turn, and two evaluators at a time (`OMP_NUM_THREADS=1` turns that off).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ calls in its own input format, built before any timing:
   agentevals' strict trajectory match on OpenAI-style messages. Both compare every trajectory
   with the same reference: the generator's trajectory without a loop.
 
+Plangate's `evaluate` and `prepare` check the table on a second thread beside grouping it by turn
+(82,000 spans: above `BESIDE_ROWS`); its evaluators and the peers run on one.
+
 Plangate's rows run on the memory pool the `plangate` command gives Arrow (the C library's
 malloc; see `ci/cli/_main.py`); the `… Arrow's default pool` rows run the same on Arrow's own
 default (mimalloc), what a program that calls `evaluate` gets unless it sets

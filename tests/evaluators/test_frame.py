@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -9,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plangate.evaluators import evaluate, prepare
-from plangate.replay import SCHEMA, TraceTableError
+from plangate.evaluators import _frame, evaluate, prepare
+from plangate.replay import SCHEMA, TraceTableError, validate_table
 from tests.evaluators.tables import trace_tables
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -183,3 +185,61 @@ def test_codes_give_nulls_minus_one_and_keep_first_seen_order(chunks: int) -> No
     codes, distinct = prepare(table).codes("tool_name")
     assert distinct.to_pylist() == ["b", "a", "c"]
     assert codes.tolist() == [-1, 0, 1, -1, 0, 2, -1]
+
+
+@SETTINGS
+@given(trace_tables(), st.integers(0, 3))
+def test_a_table_checked_on_a_second_thread_gives_the_same_frame(
+    table: pa.Table, seed: int
+) -> None:
+    table = interleaved(table, seed)
+    alone = prepare(table)
+    with mock.patch.object(_frame, "BESIDE_ROWS", 0):  # every table large
+        beside = prepare(table)
+    assert (alone.order is None) == (beside.order is None)
+    for name in ("order", "turn", "kind"):
+        mine, theirs = getattr(alone, name), getattr(beside, name)
+        assert theirs is None if mine is None else theirs.tolist() == mine.tolist()
+    assert beside.tools.position.tolist() == alone.tools.position.tolist()
+    assert beside.turns.start.tolist() == alone.turns.start.tolist()
+    assert beside.turns.agent.tolist() == alone.turns.agent.tolist()
+
+
+def spans(rows: int, **columns: list[object]) -> pa.Table:
+    """`rows` valid TOOL spans of turn 0 of one session, with some columns replaced."""
+    values: dict[str, list[object]] = {
+        "session_id": ["s"] * rows, "turn_index": [0] * rows, "trace_id": ["t"] * rows,
+        "span_id": [f"{i:016x}" for i in range(rows)], "span_kind": ["TOOL"] * rows,
+        "name": ["tool.x"] * rows, "status_code": ["OK"] * rows, "source": ["test"] * rows,
+    }  # fmt: skip
+    values.update(columns)
+    nothing = [None] * rows
+    return pa.table([values.get(f.name, nothing) for f in SCHEMA], schema=SCHEMA)  # unchecked
+
+
+ROWS = 30_000
+"""Above `BESIDE_ROWS`: the checks run on a second thread."""
+
+
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        (spans(ROWS, span_id=["a"] + [f"{i:016x}" for i in range(1, ROWS - 1)] + ["a"]),
+         f"rows 0 and {ROWS - 1} have the same trace_id/span_id 't/a'"),
+        (spans(ROWS, span_kind=["TOOL"] * 7 + ["tool"] + ["TOOL"] * (ROWS - 8)),
+         "row 7, column 'span_kind' is 'tool'"),
+        (spans(ROWS, session_id=["s"] * 5 + [None] + ["s"] * (ROWS - 6)),
+         "row 5, column 'session_id' is null"),
+        (spans(ROWS, turn_index=[0] * 9 + [None] + [0] * (ROWS - 10)),
+         "row 9, column 'turn_index' is null"),
+        (spans(ROWS).drop_columns(["status_code"]), "status_code"),
+    ],
+)  # fmt: skip
+def test_a_large_table_gets_the_error_of_its_checks(table: pa.Table, error: str) -> None:
+    assert table.num_rows > _frame.BESIDE_ROWS
+    with pytest.raises(TraceTableError) as serial:
+        validate_table(table)
+    assert error in str(serial.value)
+    with pytest.raises(TraceTableError) as raised:
+        prepare(table)
+    assert str(raised.value) == str(serial.value)
