@@ -7,10 +7,8 @@ turn order, as importers and the harness write them, is not copied at all.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -19,6 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from plangate.evaluators._threads import started, two_threads
 from plangate.replay.schema import (
     NAME,
     SESSION_ID,
@@ -32,9 +31,6 @@ from plangate.replay.schema import (
 
 Ints = npt.NDArray[np.int64]
 T = TypeVar("T")
-BESIDE_ROWS = 20_000
-"""Rows from which `prepare` and `evaluate` use a second thread: below, starting it costs more
-than it saves."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -97,7 +93,7 @@ class TraceFrame:
         self.table = table
         """The validated table, in its own order."""
         self._kept: dict[str, Any] = {}
-        self._computing: dict[str, threading.Lock] = {}
+        self._computing: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self.order, self.turn, turn_starts = order or _turn_order(table)
         """`order`: each position's row in `table` (None: the table is in turn order);
@@ -120,6 +116,13 @@ class TraceFrame:
 
     def __len__(self) -> int:
         return len(self.turn)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy in another process needs (a lock is not copied: it gets its own)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_guard", "_computing")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _guard=threading.Lock(), _computing={})
 
     def column(self, name: str) -> pa.Array:
         """A whole column in turn order (taken once, then kept)."""
@@ -153,7 +156,7 @@ class TraceFrame:
         """
         if key not in self._kept:
             with self._guard:
-                computing = self._computing.setdefault(key, threading.Lock())
+                computing = self._computing.setdefault(key, threading.RLock())
             with computing:
                 if key not in self._kept:
                     self._kept[key] = compute()
@@ -220,24 +223,13 @@ def prepare(table: pa.Table) -> TraceFrame:
     table = upgrade_table(table)
     if not two_threads(table.num_rows):
         return TraceFrame(table, validate_table(table))
-    with ThreadPoolExecutor(1) as beside:  # a pool of its own: safe in a forked process
-        checked = beside.submit(validate_table, table)
-        try:
-            order = _turn_order(table)
-        except Exception:
-            checked.result()  # the table's own error first
-            raise
-        return TraceFrame(table, checked.result(), order)
-
-
-def two_threads(rows: int) -> bool:
-    """Whether work on `rows` spans may take a second thread.
-
-    It may on a large table, where the process may use two threads: `OMP_NUM_THREADS` unset or
-    above 1 (Ray sets it to 1 in a one-CPU task; BLAS and OpenMP read it too).
-    """
-    allowed = os.environ.get("OMP_NUM_THREADS", "")
-    return rows >= BESIDE_ROWS and not (allowed.isdigit() and int(allowed) < 2)
+    (checked,) = started([lambda: validate_table(table)])
+    try:
+        order = _turn_order(table)
+    except Exception:
+        checked.result()  # the table's own error first
+        raise
+    return TraceFrame(table, checked.result(), order)
 
 
 def _turn_order(table: pa.Table) -> tuple[Ints | None, Ints, Ints]:
@@ -276,7 +268,9 @@ def _turn_keys(table: pa.Table) -> Ints:
     usually come together, so that is one row per turn, not per span.
     """
     sessions = _whole(table.column(SESSION_ID))
-    turn_index = np.asarray(table.column(TURN_INDEX).to_numpy(), dtype=np.int64)
+    index = table.column(TURN_INDEX)
+    index = index.fill_null(0) if index.null_count else index  # refused by its checks, beside
+    turn_index = np.asarray(index.to_numpy(), dtype=np.int64)
     rows = len(turn_index)
     head = np.ones(rows, dtype=bool)
     head[1:] = turn_index[1:] != turn_index[:-1]

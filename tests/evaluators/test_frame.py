@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from unittest import mock
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plangate.evaluators import _frame, evaluate, prepare
+from plangate.evaluators import _threads, evaluate, prepare
 from plangate.replay import SCHEMA, TraceTableError, validate_table
 from tests.evaluators.tables import trace_tables
 
@@ -194,7 +195,8 @@ def test_a_table_checked_on_a_second_thread_gives_the_same_frame(
 ) -> None:
     table = interleaved(table, seed)
     alone = prepare(table)
-    with mock.patch.object(_frame, "BESIDE_ROWS", 0):  # every table large
+    with mock.patch.object(_threads, "BESIDE_ROWS", 0), mock.patch.dict(os.environ):
+        os.environ.pop("OMP_NUM_THREADS", None)  # every table large, two threads allowed
         beside = prepare(table)
     assert (alone.order is None) == (beside.order is None)
     for name in ("order", "turn", "kind"):
@@ -236,10 +238,11 @@ ROWS = 30_000
     ],
 )  # fmt: skip
 def test_a_large_table_gets_the_error_of_its_checks(table: pa.Table, error: str) -> None:
-    assert table.num_rows > _frame.BESIDE_ROWS
+    assert table.num_rows > _threads.BESIDE_ROWS
     with pytest.raises(TraceTableError) as serial:
         validate_table(table)
     assert error in str(serial.value)
-    with pytest.raises(TraceTableError) as raised:
+    with mock.patch.dict(os.environ), pytest.raises(TraceTableError) as raised:
+        os.environ.pop("OMP_NUM_THREADS", None)
         prepare(table)
     assert str(raised.value) == str(serial.value)
