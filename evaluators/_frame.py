@@ -25,6 +25,7 @@ from plangate.replay.schema import (
     TOOL_NAME,
     TOOL_SPAN_PREFIX,
     TURN_INDEX,
+    one_chunk,
     upgrade_table,
     validate_table,
 )
@@ -128,7 +129,7 @@ class TraceFrame:
         """A whole column in turn order (taken once, then kept)."""
 
         def ordered() -> pa.Array:
-            column = _whole(self.table.column(name))
+            column = one_chunk(self.table.column(name))
             return column if self.order is None else column.take(self.order)
 
         return self.kept(f"column {name}", ordered)
@@ -142,7 +143,7 @@ class TraceFrame:
         def encoded() -> tuple[Ints, pa.Array]:
             if self.empty(name):
                 return constant(-1, len(self), np.int64), pa.array([], pa.string())
-            codes, distinct = _encoded(_whole(self.table.column(name)))
+            codes, distinct = _encoded(one_chunk(self.table.column(name)))
             return codes if self.order is None else codes[self.order], distinct
 
         return self.kept(f"codes {name}", encoded)
@@ -267,7 +268,7 @@ def _turn_keys(table: pa.Table) -> Ints:
     Only the rows where the turn changes from the row before are hashed: a turn's rows
     usually come together, so that is one row per turn, not per span.
     """
-    sessions = _whole(table.column(SESSION_ID))
+    sessions = one_chunk(table.column(SESSION_ID))
     index = table.column(TURN_INDEX)
     index = index.fill_null(0) if index.null_count else index  # refused by its checks, beside
     turn_index = np.asarray(index.to_numpy(), dtype=np.int64)
@@ -311,11 +312,6 @@ def _block_order(block_key: Ints, blocks: Ints, rows: int) -> Ints | None:
     sizes = np.diff(np.append(blocks, rows))[by_key]
     moved_to = np.cumsum(sizes) - sizes
     return np.repeat(blocks[by_key] - moved_to, sizes) + np.arange(rows, dtype=np.int64)
-
-
-def _whole(column: pa.ChunkedArray) -> pa.Array:
-    """A column as one array: its only chunk as it lies, else the chunks copied together."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _encoded(column: pa.Array) -> tuple[Ints, pa.Array]:

@@ -35,8 +35,8 @@ def two_threads(rows: int) -> bool:
     return rows >= BESIDE_ROWS and allowed >= 2
 
 
-def started(tasks: Sequence[Callable[[], T]], threads: int = 2) -> list[Future[T]]:
-    """Each task run on one of `threads` daemon threads, taken in order; their futures.
+def started(tasks: Sequence[Callable[[], T]]) -> list[Future[T]]:
+    """Each task's future, the tasks run in order on two daemon threads (one for one task).
 
     A future cancelled before its task starts (`cancel`) is skipped.
     """
@@ -58,6 +58,6 @@ def started(tasks: Sequence[Callable[[], T]], threads: int = 2) -> list[Future[T
                     future.set_exception(error)
             del job, task, future  # nothing of a finished task kept while the thread waits
 
-    for _ in range(min(threads, len(tasks))):
+    for _ in range(min(2, len(tasks))):
         threading.Thread(target=work, name="plangate-evaluate", daemon=True).start()
     return futures

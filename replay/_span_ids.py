@@ -17,18 +17,18 @@ SPAN_ONCE = "a span is one row: drop the copy (a file given twice, or spans expo
 
 def check_unique_spans(
     trace_ids: pa.ChunkedArray,
-    span_ids: pa.ChunkedArray,
+    span_ids: pa.Array,
     where: str = "trace table",
     first_row: int = 0,
 ) -> None:
     """Raise `DuplicateSpanError` naming the first two rows of one (trace_id, span_id).
 
-    Rows are numbered from `first_row` (a part of a file: the file's own numbers).
+    `span_ids` is one array (`schema.one_chunk`): the fast check reads its buffers. Rows are
+    numbered from `first_row` (a part of a file: the file's own numbers).
     """
-    spans = span_ids.chunk(0) if span_ids.num_chunks == 1 else span_ids.combine_chunks()
-    if surely_distinct(spans):  # span ids alone unique: so are the pairs
+    if surely_distinct(span_ids):  # span ids alone unique: so are the pairs
         return
-    encoded = spans.dictionary_encode()
+    encoded = span_ids.dictionary_encode()
     if len(encoded.dictionary) == len(encoded):
         return
     traces = trace_ids.combine_chunks().dictionary_encode()

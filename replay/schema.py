@@ -310,7 +310,7 @@ def validate_table(
     kinds = kind_codes(table, where, first_row)
     changes = _changes(table, STATUS_CODE)
     _check_values(table, STATUS_CODE, STATUS_CODES, where, rows=changes, first_row=first_row)
-    check_unique_spans(table.column(TRACE_ID), table.column(SPAN_ID), where, first_row)
+    check_unique_spans(table.column(TRACE_ID), one_chunk(table.column(SPAN_ID)), where, first_row)
     return kinds
 
 
@@ -332,7 +332,7 @@ def _changes(table: pa.Table, column: str) -> npt.NDArray[np.int64] | None:
     Worth it for a column whose value seldom changes (status codes). The first row of a bad
     value is always one of them, so checking them finds it.
     """
-    values = _one_chunk(table.column(column))
+    values = one_chunk(table.column(column))
     if len(values) < 2:
         return None
     change = np.ones(len(values), dtype=bool)
@@ -377,7 +377,7 @@ def _not_allowed(
     )
 
 
-def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+def one_chunk(column: pa.ChunkedArray) -> pa.Array:
     """A column as one array: its only chunk as it lies, else the chunks copied together."""
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
